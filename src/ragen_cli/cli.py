@@ -1,0 +1,56 @@
+"""The `ragen` command line. Each command lives in its package's light `commands` module;
+heavy imports (torch, vllm, deepspeed) happen inside the command functions only."""
+
+from __future__ import annotations
+
+import typer
+
+from ragen_cli import __version__
+from ragen_cli.envs import commands as envs_cmd
+from ragen_cli.eval import commands as eval_cmd
+from ragen_cli.models import commands as models_cmd
+from ragen_cli.rollout import commands as rollout_cmd
+from ragen_cli.spec import commands as spec_cmd
+from ragen_cli.train import commands as train_cmd
+from ragen_cli.tui import commands as tui_cmd
+
+app = typer.Typer(
+    name="ragen",
+    help="Train LLM agents with multi-turn RL (StarPO / StarPO-S) from one YAML spec.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ragen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Train LLM agents with multi-turn RL (StarPO / StarPO-S) from one YAML spec."""
+
+
+app.command("init")(spec_cmd.init)
+app.command("validate")(spec_cmd.validate)
+app.command("train")(train_cmd.train)
+app.command("export")(train_cmd.export)
+app.command("eval")(eval_cmd.eval_command)
+app.command("watch")(tui_cmd.watch)
+app.command("inspect")(rollout_cmd.inspect)
+app.command("models")(models_cmd.models)
+app.command("doctor")(models_cmd.doctor)
+app.add_typer(envs_cmd.app, name="envs")
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""Light CLI commands for this package (placeholder until its issue lands)."""
+
+from __future__ import annotations
+
+import typer
+
+
+def eval_command() -> None:
+    """Not implemented yet."""
+    typer.echo("ragen: 'eval_command' is not implemented yet.", err=True)
+    raise typer.Exit(1)

@@ -1,0 +1,176 @@
+"""The run spec: typed, frozen pydantic models. Every field is documented once, here.
+
+The JSON Schema (`ragen validate --schema`) and the spec reference in docs/spec.md are generated
+from these models; presets live in `presets.py`; loading with file:line errors in `loader.py`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragen_cli.spec.health_spec import HealthSpec
+
+
+class Section(BaseModel):
+    """Base for all spec sections: unknown keys are errors, values never change after loading."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------------------- model
+class LoraSpec(Section):
+    rank: int = Field(8, ge=1, le=1024, description="LoRA rank r.")
+    alpha: int = Field(16, ge=1, description="LoRA scaling alpha (the update is scaled by alpha / rank).")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear", description="Modules that get adapters: 'all-linear' or a list of module names."
+    )
+
+
+class ModelSpec(Section):
+    name: str = Field(
+        "smollm2-135m-instruct",
+        description="A built-in model name (`ragen models`), a local Hugging Face model directory, "
+        "or a hub id on machines with hub access.",
+    )
+    max_context: int = Field(
+        4096, ge=128, description="Longest token sequence (prompt plus all turns) a trajectory may reach."
+    )
+    lora: LoraSpec | None = Field(None, description="Train a LoRA adapter instead of all weights; omit for full fine-tuning.")
+
+
+# ----------------------------------------------------------------------------------------- env
+class EnvRef(Section):
+    name: str = Field(description="A built-in env name (`ragen envs`), or `module.path:ClassName` for your own.")
+    config: dict[str, Any] = Field(default_factory=dict, description="Env-specific options (see `ragen envs show NAME`).")
+
+
+class TrainEnvSpec(EnvRef):
+    groups: int = Field(8, ge=1, description="P: distinct initial states (seeds) per training step.")
+    group_size: int = Field(16, ge=1, description="N: rollouts per initial state.")
+    seed: int = Field(10000, ge=0, description="First training seed; each step takes the next P seeds.")
+
+
+class ValSpec(Section):
+    envs: list[EnvRef] = Field(default_factory=list, description="Validation envs; empty means the training env.")
+    episodes: int = Field(64, ge=1, description="Validation episodes per env (one per seed).")
+    seed: int = Field(123, ge=0, description="First validation seed; validation always uses the same seeds.")
+    every: int = Field(10, ge=0, description="Validate every this many steps (and before the first and after the last); 0 turns it off.")
+    temperature: float = Field(0.5, ge=0.0, description="Sampling temperature for validation; 0 means greedy.")
+
+
+class EnvSpec(Section):
+    train: TrainEnvSpec = Field(description="The environment the policy is trained on.")
+    val: ValSpec = Field(default_factory=ValSpec, description="Fixed-seed validation.")
+
+
+# ------------------------------------------------------------------------------------- rollout
+class RolloutSpec(Section):
+    backend: Literal["vllm", "hf", "auto"] = Field(
+        "auto", description="Generation engine: vLLM, transformers `generate`, or vLLM when it works else HF."
+    )
+    max_turns: int = Field(5, ge=1, description="Most model turns per episode.")
+    max_actions_per_turn: int = Field(5, ge=1, description="Most actions taken from one reply; extra actions are dropped.")
+    max_tokens_per_turn: int = Field(128, ge=1, description="Most tokens the model may generate in one turn.")
+    temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for training rollouts.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold for training rollouts.")
+    think: bool = Field(True, description="Ask for `<think>...</think><answer>...</answer>`; false asks for the answer only.")
+    action_sep: str = Field("||", min_length=1, description="Separator between actions inside one answer.")
+    format_penalty: float = Field(-0.1, le=0.0, description="Reward added for each turn whose reply does not parse.")
+    context_window: int | None = Field(None, ge=1, description="Keep only the last k turns in the prompt; omit to keep all.")
+    parity_threshold: float = Field(
+        0.05, gt=0.0, description="Largest allowed log-prob gap between trainer and rollout engine after a weight sync."
+    )
+    vllm_kv_cache_gib: float = Field(2.0, gt=0.0, description="KV cache size for vLLM on CPU, in GiB.")
+
+
+# ----------------------------------------------------------------------------------- algorithm
+class FilterSpec(Section):
+    metric: Literal["reward_std"] = Field("reward_std", description="Score of a group: std of its N trajectory rewards.")
+    keep_ratio: float = Field(0.25, gt=0.0, le=1.0, description="Fraction of groups kept per step (1.0 keeps all).")
+    direction: Literal["top", "bottom"] = Field("top", description="Keep the highest-scoring groups (top) or the lowest (bottom).")
+
+
+class AlgorithmSpec(Section):
+    preset: Literal["starpo", "starpo-s"] | None = Field(
+        "starpo-s", description="Start from the paper's values; explicit fields in this section override them."
+    )
+    adv_estimator: Literal["gae", "grpo", "reinforce"] = Field(
+        "gae", description="gae: critic + GAE (PPO); grpo: group-normalised outcome; reinforce: leave-one-out baseline."
+    )
+    gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount factor (GAE gamma).")
+    lam: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda.")
+    turn_rewards: bool = Field(False, description="Place each turn's reward on its last token; false puts the episode return on the final token.")
+    bi_level_gae: bool = Field(False, description="Turn-level GAE across turns, then token-level GAE inside turns (needs turn_rewards).")
+    high_level_gamma: float = Field(0.95, ge=0.0, le=1.0, description="Turn-level discount used by bi-level GAE.")
+    grpo_norm_std: bool = Field(True, description="GRPO: divide by the group's reward std (false: subtract the mean only).")
+    clip_low: float = Field(0.2, ge=0.0, lt=1.0, description="PPO lower clip: ratio >= 1 - clip_low.")
+    clip_high: float = Field(0.28, ge=0.0, description="PPO upper clip: ratio <= 1 + clip_high (DAPO clip-higher).")
+    dual_clip_c: float | None = Field(3.0, gt=1.0, description="Dual-clip bound for negative advantages; omit to turn off.")
+    kl_coef: float = Field(0.0, ge=0.0, description="Weight of the KL-to-reference term in the loss; 0 loads no reference model.")
+    kl_estimator: Literal["k1", "k3", "low_var_kl"] = Field("k1", description="KL estimator (k1, k3, or k3 clamped: low_var_kl).")
+    entropy_coef: float = Field(0.001, ge=0.0, description="Weight of the entropy bonus.")
+    loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
+        "token-mean", description="How token losses become one number."
+    )
+    value_clip: float | None = Field(0.5, gt=0.0, description="Critic value clipping range; omit to turn off.")
+    filter: FilterSpec = Field(default_factory=FilterSpec, description="StarPO-S rollout filtering by in-group reward std.")
+    online_k: int = Field(1, ge=1, description="Rollout reuse: each rollout batch feeds this many consecutive updates.")
+    ppo_epochs: int = Field(1, ge=1, description="Passes over the kept batch within one update.")
+
+
+# ------------------------------------------------------------------------------------- train
+class TrainSpec(Section):
+    steps: int = Field(200, ge=1, description="Training steps (one rollout batch each).")
+    lr_actor: float = Field(1e-6, gt=0.0, description="Actor learning rate.")
+    lr_critic: float = Field(1e-5, gt=0.0, description="Critic learning rate.")
+    schedule: Literal["constant", "linear", "cosine"] = Field("constant", description="Learning-rate schedule after warm-up.")
+    warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear warm-up.")
+    weight_decay: float = Field(0.01, ge=0.0, description="AdamW weight decay.")
+    mini_batch: int | None = Field(
+        None, ge=1, description="Trajectories per optimizer step; omit for all kept trajectories (one step per update)."
+    )
+    micro_batch: int = Field(4, ge=1, description="Trajectories per forward/backward pass per process.")
+    grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clipping.")
+    seed: int = Field(42, ge=0, description="Seed for torch, sampling and initialisation.")
+
+
+class DeepSpeedSpec(Section):
+    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="Training precision (rollouts use the same dtype).")
+    offload: Literal["none", "cpu"] = Field("none", description="Offload optimizer state to CPU (ZeRO >= 1).")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU.")
+    nodes: int = Field(1, ge=1, description="Machines in the job.")
+    procs_per_node: int = Field(1, ge=1, description="Processes per machine (GPUs, or CPU workers).")
+    hostfile: str | None = Field(None, description="DeepSpeed hostfile for several nodes.")
+
+
+class CheckpointSpec(Section):
+    every: int = Field(50, ge=0, description="Save every this many steps (and at the end); 0 saves only at the end.")
+    keep: int = Field(2, ge=1, description="Keep the newest this many checkpoints.")
+
+
+class MonitorSpec(Section):
+    loggers: list[Literal["jsonl", "tensorboard", "wandb"]] = Field(["jsonl"], description="Metric sinks; jsonl is always written.")
+    trajectories_per_step: int = Field(8, ge=0, description="Sampled trajectories saved per step for `ragen watch` and `ragen inspect`.")
+    health: HealthSpec = Field(default_factory=HealthSpec, description="Echo Trap early warning and what to do about it.")
+
+
+class OutputSpec(Section):
+    dir: str = Field("runs", description="Parent of run directories; the run writes to DIR/NAME.")
+
+
+# ---------------------------------------------------------------------------------------- run
+class RunSpec(Section):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Run name; the run directory is output.dir/name.")
+    model: ModelSpec = Field(default_factory=ModelSpec, description="The policy model.")
+    env: EnvSpec = Field(description="Training and validation environments.")
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Multi-turn rollout settings.")
+    algorithm: AlgorithmSpec = Field(default_factory=AlgorithmSpec, description="StarPO / StarPO-S update rule.")
+    train: TrainSpec = Field(default_factory=TrainSpec, description="Optimisation schedule.")
+    deepspeed: DeepSpeedSpec = Field(default_factory=DeepSpeedSpec, description="DeepSpeed engine and launch layout.")
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec, description="Checkpointing.")
+    monitor: MonitorSpec = Field(default_factory=MonitorSpec, description="Logging and health monitoring.")
+    output: OutputSpec = Field(default_factory=OutputSpec, description="Where runs are written.")
