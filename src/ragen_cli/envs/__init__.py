@@ -1,1 +1,1 @@
-
+"""Text environments (never imports torch). Use `ragen_cli.envs.registry.make_env`."""

@@ -1,4 +1,5 @@
-"""`ragen envs` (placeholder until the environments issue lands)."""
+"""`ragen envs`: list environments, show an initial state, or play one in the terminal.
+Light imports only: the env modules are imported when a command runs."""
 
 from __future__ import annotations
 
@@ -6,9 +7,87 @@ import typer
 
 app = typer.Typer(help="List, show and play environments.", no_args_is_help=False)
 
+SEED_OPT = typer.Option(0, "--seed", "-s", help="Seed of the initial state.")
+SET_OPT = typer.Option([], "--set", help="Env config override key=value (YAML value); repeatable.")
+
+
+def parse_sets(items: list[str]) -> dict:
+    """['dim=8', 'arm_names=[A, B]'] -> {'dim': 8, 'arm_names': ['A', 'B']}."""
+    import yaml
+
+    config = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"expected key=value, got '{item}'", param_hint="--set")
+        try:
+            config[key.strip()] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise typer.BadParameter(f"bad value in '{item}': {err}", param_hint="--set") from None
+    return config
+
+
+def _make(name: str, sets: list[str]):
+    from ragen_cli.envs.registry import make_env
+
+    try:
+        return make_env(name, parse_sets(sets))
+    except ValueError as err:
+        typer.echo(f"ragen envs: {err}", err=True)
+        raise typer.Exit(2) from None
+
 
 @app.callback(invoke_without_command=True)
-def envs() -> None:
-    """List environments (not implemented yet)."""
-    typer.echo("ragen: 'envs' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+def envs(ctx: typer.Context) -> None:
+    """List the environments (name and one-line description)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from ragen_cli.envs.registry import list_envs
+
+    rows = list_envs()
+    width = max(len(name) for name, _ in rows)
+    for name, description in rows:
+        typer.echo(f"{name.ljust(width)}  {description}")
+
+
+@app.command("show")
+def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
+         seed: int = SEED_OPT, sets: list[str] = SET_OPT) -> None:
+    """Print the instruction and the initial state for a seed."""
+    env = _make(name, sets)
+    obs, _ = env.reset(seed=seed)
+    typer.echo(f"== {env.name} (seed {seed}, {env.max_actions} actions) ==")
+    typer.echo("-- instruction --")
+    typer.echo(env.instruction())
+    typer.echo("-- initial state --")
+    typer.echo(obs)
+    typer.echo("-- valid actions --")
+    typer.echo(", ".join(env.valid_actions()))
+
+
+@app.command("play")
+def play(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
+         seed: int = SEED_OPT, sets: list[str] = SET_OPT) -> None:
+    """Play an episode: type one action per line (`:q` quits)."""
+    import click
+
+    env = _make(name, sets)
+    obs, _ = env.reset(seed=seed)
+    typer.echo(env.instruction())
+    typer.echo(f"\n{obs}")
+    stdin = click.get_text_stream("stdin")
+    total = 0.0
+    while True:
+        typer.echo(f"valid actions: {', '.join(env.valid_actions())}\n({env.actions_left} left) > ", nl=False)
+        line = stdin.readline()
+        if not line or line.strip() == ":q":
+            typer.echo("\nquit")
+            break
+        obs, reward, terminated, truncated, info = env.step(line.rstrip("\n"))
+        total += reward
+        flag = "" if info["action_is_valid"] else "  [invalid action]"
+        typer.echo(f"\n{obs}\nreward {reward:g} (total {total:g}){flag}")
+        if terminated or truncated:
+            end = "terminated" if terminated else "truncated (action budget used)"
+            typer.echo(f"episode {end}; success: {info['success']}; total reward {total:g}")
+            break

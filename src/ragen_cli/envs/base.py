@@ -1,0 +1,148 @@
+"""`TextEnv`: the Gymnasium env with text observations and text actions that every ragen env
+extends (contract in docs/internals.md, "envs/").
+
+A subclass sets `name`, `description`, `config_class` (a dataclass with a `max_actions` field)
+and implements four hooks: `_reset(rng)`, `_step(action)`, `_render()`, `instruction()` and
+`valid_actions()`. The base class owns what every env shares: seeding, the per-episode action
+budget (truncation), the `info` keys and the rule that a step never raises.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+
+
+class EnvConfigError(ValueError):
+    """A bad env config; `problems` lists every problem, one message each."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+def _type_ok(value: Any, annotation: Any) -> bool:
+    """Loose type check of a YAML value against a dataclass field annotation (as a string)."""
+    ann = str(annotation).replace("typing.", "")
+    if value is None:
+        return "None" in ann
+    if ann.startswith(("int", "float", "bool", "str")) or " | " in ann:
+        kinds = {part.strip() for part in ann.split("|")}
+        if isinstance(value, bool):
+            return "bool" in kinds
+        if isinstance(value, int):
+            return bool(kinds & {"int", "float"})
+        if isinstance(value, float):
+            return "float" in kinds
+        if isinstance(value, str):
+            return "str" in kinds
+        return not kinds & {"int", "float", "bool", "str"}
+    if ann.startswith(("list", "tuple")):
+        return isinstance(value, (list, tuple))
+    return True
+
+
+def config_from_dict(config_class: type, values: dict | None) -> Any:
+    """Build `config_class` (a dataclass) from a plain dict, rejecting unknown keys and
+    wrong types; raises `EnvConfigError` with all problems at once."""
+    values = dict(values or {})
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    problems = []
+    for key in values:
+        if key not in fields:
+            problems.append(f"unknown key '{key}'; valid keys: {', '.join(sorted(fields))}")
+    for key, value in values.items():
+        if key in fields and not _type_ok(value, fields[key].type):
+            problems.append(f"'{key}' must be {fields[key].type}, got {value!r}")
+    if problems:
+        raise EnvConfigError(problems)
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    try:
+        return config_class(**values)
+    except (ValueError, TypeError) as err:
+        raise EnvConfigError([str(err)]) from None
+
+
+class TextEnv(gymnasium.Env):
+    """A Gymnasium env whose observations and actions are strings."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    config_class: ClassVar[type]
+    metadata: ClassVar[dict] = {"render_modes": ["ansi"]}
+    max_actions: int = 10
+
+    def __init__(self, config: Any = None):
+        if config is None or isinstance(config, dict):
+            config = config_from_dict(self.config_class, config)
+        self.config = config
+        self.max_actions = int(config.max_actions)
+        self.action_space = gymnasium.spaces.Text(max_length=4096)
+        self.observation_space = gymnasium.spaces.Text(max_length=1 << 20)
+        self._obs = ""
+        self._actions_taken = 0
+        self._finished = False
+
+    # ----------------------------------------------------------------- gymnasium API
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        """Start an episode; the same seed gives the same initial state on every machine."""
+        super().reset(seed=seed)
+        self._actions_taken = 0
+        self._finished = False
+        info = self._reset(self.np_random) or {}
+        self._obs = self._render()
+        return self._obs, {"success": False, **info}
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Apply one text action. Invalid actions leave the state unchanged (never raise);
+        after `max_actions` actions the episode is truncated."""
+        if self._finished:
+            info = {"success": self._success(), "action_is_valid": False,
+                    "action_is_effective": False, "episode_over": True}
+            return self._obs, 0.0, True, False, info
+        reward, terminated, info = self._step(action if isinstance(action, str) else "")
+        self._actions_taken += 1
+        truncated = not terminated and self._actions_taken >= self.max_actions
+        self._finished = terminated or truncated
+        self._obs = self._render()
+        info = {"success": self._success(), "action_is_valid": False, "action_is_effective": False, **info}
+        return self._obs, float(reward), bool(terminated), bool(truncated), info
+
+    def render(self) -> str:
+        """The current state as text (the same as the last observation)."""
+        return self._obs
+
+    @property
+    def actions_left(self) -> int:
+        """Actions left in this episode's budget."""
+        return self.max_actions - self._actions_taken
+
+    # ----------------------------------------------------------------- subclass hooks
+    def _reset(self, rng: np.random.Generator) -> dict | None:
+        raise NotImplementedError
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        """-> (reward, terminated, info with action_is_valid / action_is_effective)."""
+        raise NotImplementedError
+
+    def _render(self) -> str:
+        raise NotImplementedError
+
+    def _success(self) -> bool:
+        raise NotImplementedError
+
+    def instruction(self) -> str:
+        """Rules, symbol legend and action names (goes into the first user turn)."""
+        raise NotImplementedError
+
+    def valid_actions(self) -> list[str]:
+        """The actions that are valid now."""
+        raise NotImplementedError
+
+
+def normalise_action(action: str) -> str:
+    """Case- and whitespace-insensitive form of an action name ('  Up ' -> 'up')."""
+    return " ".join(action.split()).lower()
