@@ -1,0 +1,147 @@
+"""The metrics table: every per-step metric defined once (name, unit, meaning, section).
+
+The trainer writes metrics under these names (`RunDir.write_metrics` rejects others), the TUI
+reads them, and docs/metrics.md is generated from this table (`python -m
+ragen_cli.monitor.metrics_doc`). A name may contain one placeholder, `<env>`, standing for an
+environment name, e.g. `val/<env>/success` covers `val/bandit/success`.
+
+Every line of metrics.jsonl also carries `step` (int) and `time` (Unix seconds): see
+`RESERVED_KEYS`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+RESERVED_KEYS = ("step", "time")
+ENV_PLACEHOLDER = "<env>"
+_ENV_NAME = r"[A-Za-z0-9_.:\-]+"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    meaning: str
+    section: str
+
+    @property
+    def is_pattern(self) -> bool:
+        return ENV_PLACEHOLDER in self.name
+
+
+SECTIONS = {
+    "reward": "Reward (episode return, all trajectories of the step, before filtering)",
+    "train": "Training-env outcomes",
+    "val": "Validation (fixed seeds, per env)",
+    "filter": "StarPO-S filter (in-group reward std)",
+    "actor": "Actor update",
+    "critic": "Critic update",
+    "episode": "Episode shape and action quality",
+    "diversity": "Response diversity (Echo Trap signals)",
+    "timing": "Timing",
+    "perf": "Throughput",
+    "sync": "Weight sync",
+}
+
+# (name, unit, meaning); the section is the part of the name before the first slash.
+_TABLE: list[tuple[str, str, str]] = [
+    ("reward/mean", "reward", "Mean episode reward over the step's trajectories."),
+    ("reward/std", "reward", "Std of episode rewards over the step's trajectories (population std)."),
+    ("reward/min", "reward", "Lowest episode reward of the step."),
+    ("reward/max", "reward", "Highest episode reward of the step."),
+    ("train/success", "fraction", "Share of training episodes that ended in success."),
+    ("train/chose_high_ev", "fraction", "Share of training episodes whose env reported `chose_high_ev` (Bandit: picked the higher-expected-value arm); absent for envs that do not report it."),
+    ("val/<env>/success", "fraction", "Share of validation episodes of env <env> that ended in success."),
+    ("val/<env>/reward", "reward", "Mean validation episode reward on env <env>."),
+    ("val/<env>/chose_high_ev", "fraction", "Validation share of episodes on env <env> that reported `chose_high_ev`."),
+    ("filter/in_group_std_before", "reward", "Mean over groups of the std of a group's N episode rewards, before the StarPO-S filter."),
+    ("filter/in_group_std_after", "reward", "The same mean over the groups the filter kept."),
+    ("filter/zero_std_frac", "fraction", "Share of groups whose N rewards are all equal (no learning signal)."),
+    ("filter/kept_frac", "fraction", "Share of groups kept by the filter (keep_ratio after rounding)."),
+    ("actor/entropy", "nats", "Mean token entropy of the policy over sampled (loss-mask) tokens."),
+    ("actor/grad_norm", "norm", "Actor gradient L2 norm before clipping, averaged over the step's optimizer steps."),
+    ("actor/clip_frac_low", "fraction", "Share of loss-mask tokens clipped at the lower bound (negative advantage, ratio < 1 - clip_low)."),
+    ("actor/clip_frac_high", "fraction", "Share of loss-mask tokens clipped at the upper bound (positive advantage, ratio > 1 + clip_high)."),
+    ("actor/approx_kl", "nats", "Approximate KL between the sampling policy and the updated policy (k3 estimator)."),
+    ("actor/kl_ref", "nats", "KL of the policy to the reference model (the spec's estimator); absent when kl_coef is 0."),
+    ("actor/policy_loss", "loss", "PPO clipped surrogate loss (the aggregated value that was minimised, without bonuses)."),
+    ("actor/lr", "lr", "Actor learning rate at the end of the step."),
+    ("critic/value_loss", "loss", "Critic (value-clipped) squared-error loss; absent without a critic."),
+    ("critic/grad_norm", "norm", "Critic gradient L2 norm before clipping; absent without a critic."),
+    ("critic/explained_var", "1", "Explained variance of returns by values, 1 - Var(returns - values) / Var(returns)."),
+    ("critic/lr", "lr", "Critic learning rate at the end of the step; absent without a critic."),
+    ("episode/response_tokens_per_turn", "tokens", "Mean tokens the model generated per turn."),
+    ("episode/turns", "turns", "Mean model turns per episode."),
+    ("episode/actions", "actions", "Mean actions executed per episode."),
+    ("episode/valid_action_ratio", "fraction", "Share of executed actions the env accepted as valid."),
+    ("episode/effective_action_ratio", "fraction", "Share of executed actions that changed the env state."),
+    ("episode/format_error_ratio", "fraction", "Share of turns whose reply did not parse (format penalty applied)."),
+    ("episode/truncated", "count", "Episodes truncated by the context length or the turn/action budget."),
+    ("diversity/distinct_2", "fraction", "Distinct bigrams / all bigrams over the step's replies (1 = no repetition)."),
+    ("diversity/identical_share", "fraction", "Share of replies whose text equals another reply of the step."),
+    ("timing/rollout_s", "s", "Wall time of the rollout stage."),
+    ("timing/update_s", "s", "Wall time of the update stage (log-probs, advantages, optimizer steps)."),
+    ("timing/sync_s", "s", "Wall time of pushing new weights to the rollout engine."),
+    ("timing/val_s", "s", "Wall time of validation in this step; absent on steps without validation."),
+    ("timing/step_s", "s", "Wall time of the whole step."),
+    ("perf/rollout_tokens_per_s", "tokens/s", "Generated tokens per second during rollouts."),
+    ("perf/update_tokens_per_s", "tokens/s", "Tokens (prompt and reply) processed per second by the update."),
+    ("sync/parity_gap", "nats", "Largest absolute log-prob gap between trainer and rollout engine on probe tokens after a sync."),
+]
+
+METRICS: dict[str, Metric] = {
+    name: Metric(name, unit, meaning, name.split("/", 1)[0]) for name, unit, meaning in _TABLE
+}
+
+
+def _pattern_regex(name: str) -> re.Pattern[str]:
+    parts = [re.escape(p) for p in name.split(ENV_PLACEHOLDER)]
+    return re.compile("^" + _ENV_NAME.join(parts) + "$")
+
+
+_PATTERNS: list[tuple[re.Pattern[str], Metric]] = [
+    (_pattern_regex(m.name), m) for m in METRICS.values() if m.is_pattern
+]
+
+
+def metric_for(name: str) -> Metric | None:
+    """The table entry a concrete metric name belongs to (`val/bandit/success` -> `val/<env>/success`)."""
+    if name in METRICS and not METRICS[name].is_pattern:
+        return METRICS[name]
+    for regex, metric in _PATTERNS:
+        if regex.match(name):
+            return metric
+    return None
+
+
+def env_metric(template: str, env: str) -> str:
+    """The concrete name of a per-env metric: `env_metric("val/<env>/success", "bandit")`."""
+    if template not in METRICS or not METRICS[template].is_pattern:
+        raise KeyError(f"{template!r} is not a per-env metric in METRICS")
+    if not re.fullmatch(_ENV_NAME, env):
+        raise ValueError(f"env name {env!r} may only contain letters, digits and _ . : -")
+    return template.replace(ENV_PLACEHOLDER, env)
+
+
+def validate_metrics(values: dict[str, object]) -> list[str]:
+    """Problems with one step's metrics: unknown names and non-numeric values (empty when fine).
+
+    `step` and `time` are allowed; values must be int, float or None (None: not measured).
+    """
+    problems = []
+    for name, value in values.items():
+        if name in RESERVED_KEYS:
+            continue
+        if metric_for(name) is None:
+            problems.append(f"unknown metric {name!r}: add it to ragen_cli.monitor.metrics._TABLE first")
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            problems.append(f"metric {name!r} has non-numeric value {value!r}")
+    return problems
+
+
+def is_finite_number(value: object) -> bool:
+    """True for an int or float that is not NaN or infinite (bools excluded)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,184 @@
+"""The run directory: the contract between the trainer (writer), `ragen watch` and `ragen eval`.
+
+Layout (docs/internals.md): `spec.yaml`, `plan.json`, `metrics.jsonl` (one object per step:
+`step`, `time` and names from `METRICS`), `events.jsonl` (`step`, `time`, `kind`, ...),
+`trajectories/step-<k>.jsonl` (one trajectory per line), `checkpoints/step-<k>/`.
+
+After a resume the trainer repeats the steps after its checkpoint, so metrics.jsonl can hold a
+step twice; `read_metrics()` keeps the last line of each step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from ragen_cli.monitor.jsonl import JsonlTail, append_jsonl, read_jsonl, truncate_partial_tail
+from ragen_cli.monitor.metrics import validate_metrics
+
+EVENT_KINDS = ("start", "health", "intervention", "checkpoint", "val", "end", "error")
+_TRAJ_FILE = re.compile(r"^step-(\d+)\.jsonl$")
+
+
+class RunDirError(Exception):
+    """A run directory cannot be created or written as asked."""
+
+
+class MetricsTail(JsonlTail):
+    """Incremental reader of a run's metrics.jsonl (see `JsonlTail`)."""
+
+
+class RunDir:
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    # ------------------------------------------------------------------ paths
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def events_path(self) -> Path:
+        return self.path / "events.jsonl"
+
+    @property
+    def spec_path(self) -> Path:
+        return self.path / "spec.yaml"
+
+    @property
+    def plan_path(self) -> Path:
+        return self.path / "plan.json"
+
+    @property
+    def trajectories_dir(self) -> Path:
+        return self.path / "trajectories"
+
+    @property
+    def checkpoints_dir(self) -> Path:
+        return self.path / "checkpoints"
+
+    def trajectories_path(self, step: int) -> Path:
+        return self.trajectories_dir / f"step-{step}.jsonl"
+
+    # ----------------------------------------------------------------- writers
+    def create(self, spec_yaml_text: str, plan_json: dict | str, resume: bool = False) -> None:
+        """Create the directory and write spec.yaml and plan.json.
+
+        Refuses a directory that already holds files unless `resume` is true; on resume a
+        half-written last line of metrics.jsonl / events.jsonl is cut off before appending.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path} exists and is not a directory")
+        if self.path.is_dir() and any(self.path.iterdir()) and not resume:
+            raise RunDirError(
+                f"run directory {self.path} already exists and is not empty; "
+                "resume it (ragen train --resume) or choose another run name"
+            )
+        if resume and not self.path.is_dir():
+            raise RunDirError(f"cannot resume {self.path}: no such run directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.trajectories_dir.mkdir(exist_ok=True)
+        plan_text = plan_json if isinstance(plan_json, str) else json.dumps(plan_json, indent=2)
+        _write_atomic(self.spec_path, spec_yaml_text)
+        _write_atomic(self.plan_path, plan_text if plan_text.endswith("\n") else plan_text + "\n")
+        if resume:
+            truncate_partial_tail(self.metrics_path)
+            truncate_partial_tail(self.events_path)
+
+    def write_metrics(self, step: int, metrics: dict[str, float | int | None]) -> None:
+        """Append one step's metrics (names from METRICS) as one line, flushed to disk."""
+        problems = validate_metrics(metrics)
+        if problems:
+            raise RunDirError(f"step {step}: " + "; ".join(problems))
+        append_jsonl(self.metrics_path, {"step": int(step), "time": time.time(), **metrics})
+
+    def write_event(self, kind: str, step: int, **data: object) -> None:
+        """Append one event (`start`, `health`, `intervention`, `checkpoint`, `val`, `end`, `error`)."""
+        if kind not in EVENT_KINDS:
+            raise RunDirError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
+        clash = {"step", "time", "kind"} & data.keys()
+        if clash:
+            raise RunDirError(f"event data may not redefine {sorted(clash)}")
+        append_jsonl(self.events_path, {"step": int(step), "time": time.time(), "kind": kind, **data})
+
+    def write_trajectories(self, step: int, trajectories: list[dict]) -> None:
+        """Write trajectories/step-<k>.jsonl at once (temp file + rename: readers never see half)."""
+        self.trajectories_dir.mkdir(parents=True, exist_ok=True)
+        text = "".join(json.dumps(t, separators=(",", ":")) + "\n" for t in trajectories)
+        _write_atomic(self.trajectories_path(step), text)
+
+    # ----------------------------------------------------------------- readers
+    def read_metrics(self) -> list[dict]:
+        """One record per step, in step order; a step logged twice (resume) keeps its last line."""
+        return dedupe_steps(read_jsonl(self.metrics_path))
+
+    def read_events(self) -> list[dict]:
+        return read_jsonl(self.events_path)
+
+    def read_trajectories(self, step: int) -> list[dict]:
+        return read_jsonl(self.trajectories_path(step))
+
+    def steps_with_trajectories(self) -> list[int]:
+        if not self.trajectories_dir.is_dir():
+            return []
+        steps = (_TRAJ_FILE.match(p.name) for p in self.trajectories_dir.iterdir())
+        return sorted(int(m.group(1)) for m in steps if m)
+
+    def read_spec_text(self) -> str | None:
+        try:
+            return self.spec_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def read_plan(self) -> dict | None:
+        """plan.json as a dict; None when missing or not (yet) valid JSON."""
+        try:
+            plan = json.loads(self.plan_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        return plan if isinstance(plan, dict) else None
+
+    def tail_metrics(self) -> MetricsTail:
+        return MetricsTail(self.metrics_path)
+
+    def tail_events(self) -> JsonlTail:
+        return JsonlTail(self.events_path)
+
+
+def dedupe_steps(records: list[dict]) -> list[dict]:
+    """Keep the last record of each `step` (records without an int step are dropped), by step."""
+    by_step: dict[int, dict] = {}
+    for rec in records:
+        step = rec.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            by_step[step] = rec
+    return [by_step[s] for s in sorted(by_step)]
+
+
+def latest_run(parent: str | os.PathLike = "runs") -> Path | None:
+    """The run directory under `parent` written to most recently (None when there is none)."""
+    parent = Path(parent)
+    if not parent.is_dir():
+        return None
+    best: tuple[float, Path] | None = None
+    for d in parent.iterdir():
+        if not d.is_dir():
+            continue
+        files = [d / n for n in ("metrics.jsonl", "events.jsonl", "spec.yaml", "plan.json")]
+        stamps = [f.stat().st_mtime for f in files if f.exists()]
+        if stamps and (best is None or max(stamps) > best[0]):
+            best = (max(stamps), d)
+    return best[1] if best else None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
