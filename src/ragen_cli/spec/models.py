@@ -21,7 +21,7 @@ class Section(BaseModel):
 
 # --------------------------------------------------------------------------------------- model
 class LoraSpec(Section):
-    rank: int = Field(8, ge=1, le=1024, description="LoRA rank r.")
+    rank: int = Field(8, ge=1, le=512, description="LoRA rank r (vLLM serves ranks up to 512).")
     alpha: int = Field(16, ge=1, description="LoRA scaling alpha (the update is scaled by alpha / rank).")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the LoRA input.")
     target_modules: list[str] | Literal["all-linear"] = Field(
@@ -83,7 +83,11 @@ class RolloutSpec(Section):
     parity_threshold: float = Field(
         0.05, gt=0.0, description="Largest allowed log-prob gap between trainer and rollout engine after a weight sync."
     )
-    vllm_kv_cache_gib: float = Field(2.0, gt=0.0, description="KV cache size for vLLM on CPU, in GiB.")
+    prompt_allowance: int = Field(
+        512, ge=0, description="Tokens reserved for the first prompt and all env observations when checking that "
+        "max_turns x max_tokens_per_turn fits model.max_context.",
+    )
+    vllm_kv_cache_gib: int = Field(2, ge=1, description="KV cache size for vLLM on CPU, in whole GiB.")
 
 
 # ----------------------------------------------------------------------------------- algorithm
@@ -144,7 +148,10 @@ class DeepSpeedSpec(Section):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU.")
     nodes: int = Field(1, ge=1, description="Machines in the job.")
     procs_per_node: int = Field(1, ge=1, description="Processes per machine (GPUs, or CPU workers).")
-    hostfile: str | None = Field(None, description="DeepSpeed hostfile for several nodes.")
+    hostfile: str | None = Field(
+        None, description="DeepSpeed hostfile (`host slots=K` lines) for several nodes; relative to the directory ragen runs in."
+    )
+    master_port: int = Field(29500, ge=1024, le=65535, description="Rendezvous port of rank 0 for multi-process jobs.")
 
 
 class CheckpointSpec(Section):

@@ -1,0 +1,113 @@
+"""Derived batch sizes: pure integer arithmetic, no spec import (spec validation uses it too).
+
+Symbols: P groups (initial states) per step, N rollouts per group, W processes in the job
+(nodes x procs_per_node), m micro batch per process, M mini batch (trajectories per optimizer
+step), K kept trajectories after the StarPO-S filter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+def kept_groups(groups: int, keep_ratio: float) -> int:
+    """Groups kept by the StarPO-S filter: floor(keep_ratio * P), at least one.
+
+    The reference keeps `int(rollout_filter_ratio * env_groups)` groups (0.25 x 8 = 2). The 1e-9
+    guards float products such as 0.29 * 100 = 28.999999999999996 from losing a group.
+    """
+    return max(1, math.floor(keep_ratio * groups + 1e-9))
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Every derived size of one training step (names match the docs/spec.md glossary)."""
+
+    world_size: int
+    trajectories_per_step: int
+    kept_groups: int
+    kept_trajectories: int
+    mini_batch: int
+    micro_batch: int
+    grad_accum_steps: int
+    optimizer_steps_per_update: int
+    updates_per_step: int
+    optimizer_steps_per_step: int
+    total_optimizer_steps: int
+    micro_batches_per_update: int
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def derive_sizes(
+    *,
+    groups: int,
+    group_size: int,
+    keep_ratio: float,
+    nodes: int,
+    procs_per_node: int,
+    micro_batch: int,
+    mini_batch: int | None,
+    ppo_epochs: int,
+    online_k: int,
+    steps: int,
+) -> Sizes:
+    """All sizes from the spec's numbers. Assumes `size_problems(...)` found nothing."""
+    world = nodes * procs_per_node
+    kept_g = kept_groups(groups, keep_ratio)
+    kept = kept_g * group_size
+    mini = mini_batch or kept
+    opt_per_update = (kept // mini) * ppo_epochs
+    return Sizes(
+        world_size=world,
+        trajectories_per_step=groups * group_size,
+        kept_groups=kept_g,
+        kept_trajectories=kept,
+        mini_batch=mini,
+        micro_batch=micro_batch,
+        grad_accum_steps=mini // (micro_batch * world),
+        optimizer_steps_per_update=opt_per_update,
+        updates_per_step=online_k,
+        optimizer_steps_per_step=opt_per_update * online_k,
+        total_optimizer_steps=opt_per_update * online_k * steps,
+        micro_batches_per_update=(kept // (micro_batch * world)) * ppo_epochs,
+    )
+
+
+def size_problems(
+    *, groups: int, group_size: int, keep_ratio: float, world: int, micro_batch: int, mini_batch: int | None
+) -> list[tuple[str, str]]:
+    """Batch-size rules as [(key path, message)]; empty when the sizes divide evenly."""
+    kept = kept_groups(groups, keep_ratio) * group_size
+    per_pass = micro_batch * world
+    how = (
+        f"floor({keep_ratio} x {groups} groups) = {kept_groups(groups, keep_ratio)} groups x {group_size} = {kept}"
+    )
+    if kept < per_pass:
+        return [(
+            "train.micro_batch",
+            f"the {kept} kept trajectories ({how}) are fewer than one micro batch on every process "
+            f"(micro_batch {micro_batch} x world size {world} = {per_pass}); lower micro_batch or keep more",
+        )]
+    if mini_batch is None:
+        if kept % per_pass:
+            return [(
+                "train.micro_batch",
+                f"the {kept} kept trajectories ({how}) do not split into micro batches of "
+                f"{micro_batch} on {world} process(es): {kept} is not a multiple of {per_pass}",
+            )]
+        return []
+    out = []
+    if mini_batch % per_pass:
+        out.append((
+            "train.mini_batch",
+            f"mini_batch {mini_batch} is not a multiple of micro_batch x world size = {micro_batch} x {world} = {per_pass}",
+        ))
+    if mini_batch > kept or kept % mini_batch:
+        out.append((
+            "train.mini_batch",
+            f"the {kept} kept trajectories ({how}) do not split into mini batches of {mini_batch}",
+        ))
+    return out

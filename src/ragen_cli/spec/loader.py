@@ -1,0 +1,181 @@
+"""Load a run spec: YAML with positions -> `--set` overrides -> preset -> pydantic -> cross-field.
+
+Every problem found is reported at once as a `SpecError`, each naming where it is
+(`file:line:col`, or the `--set` argument) and the key path:
+
+    specs/x.yaml:12:5: algorithm.clip_hgh: unknown key; did you mean 'clip_high'?
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+from pydantic import ValidationError
+
+from ragen_cli.spec.checks import cross_field_problems
+from ragen_cli.spec.errors import Problem, SpecError, join_path, split_path
+from ragen_cli.spec.models import AlgorithmSpec, RunSpec
+from ragen_cli.spec.plain_errors import rewrite
+from ragen_cli.spec.presets import PRESETS, Source, leaf_paths, merge_under, resolve_provenance
+from ragen_cli.spec.yamlpos import Located, load_located
+
+KeyPath = tuple[object, ...]
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A valid spec, the file it came from, and who set each algorithm field."""
+
+    spec: RunSpec
+    source: str
+    provenance: dict[str, Source] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Override:
+    raw: str
+    path: KeyPath
+    value: Any
+
+
+def parse_override(raw: str) -> tuple[Override | None, Problem | None]:
+    """`a.b=c` -> Override(path=('a', 'b'), value=yaml scalar 'c')."""
+    where = f"--set {raw}"
+    key, eq, text = raw.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        return None, Problem(where, "", "expected KEY=VALUE, e.g. --set train.steps=10")
+    try:
+        path = split_path(key)
+        value = yaml.safe_load(text) if text.strip() else ""
+    except (ValueError, yaml.YAMLError) as exc:
+        return None, Problem(where, key, f"cannot read the value: {str(exc).splitlines()[0]}")
+    if any(p == "" for p in path):
+        return None, Problem(where, key, "empty key name")
+    return Override(raw, path, value), None
+
+
+def apply_override(data: dict[str, Any], ov: Override) -> Problem | None:
+    """Set `ov.value` at `ov.path` in `data`, creating mappings on the way."""
+    node: Any = data
+    for i, part in enumerate(ov.path[:-1]):
+        nxt = ov.path[i + 1]
+        if isinstance(node, dict) and not isinstance(part, int):
+            if node.get(part) is None:
+                node[part] = [] if isinstance(nxt, int) else {}
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            return Problem(f"--set {ov.raw}", join_path(ov.path[: i + 1]), "cannot set a key inside a value that is not a mapping")
+    last = ov.path[-1]
+    if isinstance(node, dict) and not isinstance(last, int):
+        node[last] = ov.value
+    elif isinstance(node, list) and isinstance(last, int) and last < len(node):
+        node[last] = ov.value
+    else:
+        return Problem(f"--set {ov.raw}", join_path(ov.path), "cannot set a key inside a value that is not a mapping")
+    return None
+
+
+def _nested(path: KeyPath, value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(path):
+        out = {part: out}
+    return out
+
+
+def _with_preset(data: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Fill `algorithm` fields the user did not write from the chosen preset."""
+    algorithm = data.get("algorithm")
+    if algorithm is None:
+        algorithm = {}
+    if not isinstance(algorithm, dict):
+        return data, None
+    preset = algorithm.get("preset", AlgorithmSpec.model_fields["preset"].default)
+    if not isinstance(preset, str) or preset not in PRESETS:
+        return data, None
+    return {**data, "algorithm": merge_under(PRESETS[preset], algorithm)}, preset
+
+
+class _Locator:
+    """Turns a key path into `file:line:col` or the `--set` argument that wrote it."""
+
+    def __init__(self, located: Located, overrides: list[Override]):
+        self.located, self.overrides = located, overrides
+
+    def where(self, path: KeyPath, *, at_value: bool) -> str:
+        for ov in reversed(self.overrides):
+            n = min(len(ov.path), len(path))
+            if n and tuple(ov.path[:n]) == tuple(path[:n]):
+                return f"--set {ov.raw}"
+        return self.located.where(path, at_value=at_value)
+
+
+def _order(problem: Problem) -> tuple[int, int, int]:
+    """File problems by line and column, then `--set` problems in command-line order."""
+    parts = problem.where.rsplit(":", 2)
+    if problem.where.startswith("--set") or len(parts) < 3 or not (parts[1].isdigit() and parts[2].isdigit()):
+        return (1, 0, 0)
+    return (0, int(parts[1]), int(parts[2]))
+
+
+def _read(path: Path) -> tuple[str | None, Problem | None]:
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except FileNotFoundError:
+        return None, Problem(str(path), "", "no such file")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, Problem(str(path), "", f"cannot read the file: {exc}")
+
+
+def load(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
+    """Load, override, apply the preset and validate; raise `SpecError` listing all problems."""
+    file = str(path)
+    text, problem = _read(Path(path))
+    if problem:
+        raise SpecError([problem])
+    located, problems = load_located(text, file)
+    if problems and located.data is None:
+        raise SpecError(problems)
+    if not isinstance(located.data, dict):
+        raise SpecError([Problem(f"{file}:1:1", "", "a spec is a mapping of sections (name:, env:, ...), not a single value")])
+    data = copy.deepcopy(located.data)
+    parsed: list[Override] = []
+    for raw in overrides:
+        ov, bad = parse_override(raw)
+        bad = bad or apply_override(data, ov)
+        if bad:
+            problems.append(bad)
+        else:
+            parsed.append(ov)
+    merged, preset = _with_preset(data)
+    locator = _Locator(located, parsed)
+    spec = None
+    try:
+        spec = RunSpec.model_validate(merged)
+    except ValidationError as exc:
+        for key_path, message in rewrite(RunSpec, exc.errors()):
+            at_value = not message.startswith(("unknown key", "required key"))
+            problems.append(Problem(locator.where(key_path, at_value=at_value), join_path(key_path), message))
+    if spec is not None and not problems:
+        for key, message in cross_field_problems(spec):
+            problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
+    if problems:
+        raise SpecError(sorted(problems, key=_order))
+    user_alg = located.data.get("algorithm") if isinstance(located.data.get("algorithm"), dict) else {}
+    set_alg: dict[str, Any] = {}
+    for ov in parsed:
+        if ov.path[:1] == ("algorithm",) and len(ov.path) > 1:
+            set_alg = merge_under(set_alg, _nested(ov.path[1:], ov.value))
+    fields = leaf_paths(spec.algorithm.model_dump())
+    return LoadedSpec(spec, file, resolve_provenance(fields, preset, user_alg, set_alg))
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> RunSpec:
+    """The validated `RunSpec` from a YAML file plus `--set` overrides (see `load`)."""
+    return load(path, overrides).spec
