@@ -1,0 +1,278 @@
+"""Advantage estimators for StarPO / StarPO-S (RAGEN, arXiv 2504.20073, sections 3-4).
+
+Shapes: ``B`` trajectories, ``T`` tokens, ``G`` groups, ``N`` group size. ``mask[B,T]`` is the
+loss mask: 1 on tokens the policy sampled, 0 on the prompt, on observation tokens between turns
+and on padding. A multi-turn trajectory therefore has *gaps* in its mask.
+
+All functions are pure, run under ``torch.no_grad`` semantics (inputs are detached), compute in
+float32 and return 0 (never NaN, never garbage) at masked-out positions.
+
+Deviations from the papers, shared by everything here:
+
+1. Episodes that end by truncation are not bootstrapped: the value after the last sampled token
+   is 0, as in RAGEN / verl.
+2. Rewards must sit on masked-in tokens (the turn ends); a non-zero reward on a masked-out
+   position raises instead of being silently dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import torch
+
+from .masked import check_same_shape, group_index, group_moments, masked_whiten
+from .rewards import token_rewards, turn_end_mask
+
+__all__ = [
+    "ADVANTAGES", "AdvantageConfig", "AdvantageInputs", "bi_level_gae", "gae", "grpo",
+    "reinforce_loo", "token_rewards", "turn_end_mask",
+]
+
+
+def _check_rewards_on_mask(rewards: torch.Tensor, where: torch.Tensor, what: str) -> None:
+    stray = (rewards != 0) & ~where.bool()
+    if stray.any():
+        b, t = (int(i) for i in stray.nonzero()[0])
+        raise ValueError(f"non-zero reward at [{b}, {t}], which is not a {what} position")
+
+
+def _gae_scan(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+    reset: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Backward GAE recursion over masked-in positions only (masked-out ones are skipped).
+
+    ``delta_t = r_t + gamma * V(next) - V(t)``, ``A_t = delta_t + gamma * lam * A(next)`` where
+    ``next`` is the next masked-in position of the row (verl / RAGEN multi-turn GAE). Where
+    ``reset[b,t]`` is True, ``V(next)`` and ``A(next)`` are taken as 0 (an episode boundary).
+    """
+    B, T = rewards.shape
+    m = mask.bool()
+    next_value = torch.zeros(B)
+    next_adv = torch.zeros(B)
+    cols = [torch.zeros(B)] * T
+    for t in reversed(range(T)):
+        if reset is not None:
+            next_value = torch.where(reset[:, t], 0.0, next_value)
+            next_adv = torch.where(reset[:, t], 0.0, next_adv)
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        adv_t = delta + gamma * lam * next_adv
+        next_adv = torch.where(m[:, t], adv_t, next_adv)
+        next_value = torch.where(m[:, t], values[:, t], next_value)
+        cols[t] = torch.where(m[:, t], adv_t, 0.0)
+    return torch.stack(cols, dim=1)
+
+
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    gamma: float,
+    lam: float,
+    whiten: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token-level Generalized Advantage Estimation -> ``(adv[B,T], returns[B,T])``.
+
+    GAE: Schulman et al. 2016, eqn. 16, ``A_t = sum_l (gamma*lam)^l delta_{t+l}`` with
+    ``delta_t = r_t + gamma V(s_{t+1}) - V(s_t)``; the PPO critic setting of StarPO (RAGEN
+    section 3). ``returns = adv + values`` (before whitening) is the critic's target.
+
+    Shapes: ``rewards``, ``values``, ``mask``: ``[B,T]``.
+
+    Deviations: the recursion runs over masked-in tokens only: an observation gap between two
+    turns is skipped, so ``s_{t+1}`` of a turn's last token is the next turn's first token
+    (verl / RAGEN multi-turn). ``whiten`` normalises ``adv`` to mean 0, std 1 over the whole
+    batch mask (verl ``masked_whiten``, unbiased variance); the paper does not mention it.
+    """
+    check_same_shape(rewards=rewards, values=values, mask=mask)
+    rewards, values = rewards.detach().float(), values.detach().float()
+    _check_rewards_on_mask(rewards, mask, "masked-in")
+    adv = _gae_scan(rewards, values, mask, gamma, lam)
+    returns = torch.where(mask.bool(), adv + values, 0.0)
+    return (masked_whiten(adv, mask) if whiten else adv), returns
+
+
+def bi_level_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    mask: torch.Tensor,
+    turn_ends: torch.Tensor,
+    gamma: float,
+    lam: float,
+    high_level_gamma: float,
+    whiten: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bi-level GAE (RAGEN arXiv 2504.20073 sections 3-4, its ``bi_level_gae`` option).
+
+    1. Turn level: GAE (Schulman et al. 2016 eqn. 16) over the turn-end tokens only, with
+       discount ``high_level_gamma`` and ``lam``: ``A_k = r_k + hg V(end_{k+1}) - V(end_k) +
+       hg lam A_{k+1}``; the turn return is ``G_k = A_k + V(end_k)``.
+    2. Token level: inside each turn, GAE with ``gamma``, ``lam``, where the turn-end token's
+       reward is ``G_k`` and nothing is bootstrapped past it, so ``adv(end_k) = A_k``.
+
+    Shapes: ``rewards``, ``values``, ``mask``: ``[B,T]``; ``turn_ends[B,T]`` bool, a subset of
+    ``mask``. Returns ``(adv, returns)``, ``returns = adv + values`` before whitening.
+
+    Deviations from RAGEN's code: turn ends are given explicitly instead of being found as the
+    non-zero rewards (which silently merges turns whose reward is 0); same whitening as ``gae``.
+    """
+    check_same_shape(rewards=rewards, values=values, mask=mask, turn_ends=turn_ends)
+    rewards, values, turn_ends = rewards.detach().float(), values.detach().float(), turn_ends.bool()
+    if (turn_ends & ~mask.bool()).any():
+        raise ValueError("every turn end must be a masked-in (sampled) token")
+    _check_rewards_on_mask(rewards, turn_ends, "turn-end")
+    last_in = mask.bool() & ~turn_ends
+    after_last_end = torch.cumsum(turn_ends.flip(1).int(), 1).flip(1) == 0
+    if (last_in & after_last_end).any():
+        raise ValueError("masked-in tokens after a row's last turn end: each turn needs its end")
+    high_adv = _gae_scan(rewards, values, turn_ends, high_level_gamma, lam)
+    low_rewards = torch.where(turn_ends, high_adv + values, 0.0)
+    adv = _gae_scan(low_rewards, values, mask, gamma, lam, reset=turn_ends)
+    returns = torch.where(mask.bool(), adv + values, 0.0)
+    return (masked_whiten(adv, mask) if whiten else adv), returns
+
+
+def grpo(
+    scores: torch.Tensor, group: torch.Tensor, mask: torch.Tensor, norm_std: bool = True, eps: float = 1e-6
+) -> torch.Tensor:
+    """Group-relative outcome advantage -> ``adv[B,T]``, the same value on every masked token.
+
+    GRPO: Shao et al. 2024 (DeepSeekMath) eqn. 3 with outcome supervision,
+    ``A_i = (r_i - mean(r_group)) / std(r_group)``; ``norm_std=False`` keeps only the mean
+    baseline (Dr. GRPO style).
+
+    Shapes: ``scores[B]`` (episode rewards), ``group[B]`` integer ids (one per initial state,
+    any values), ``mask[B,T]``.
+
+    Deviations: ``std`` is the unbiased (Bessel) group std, as verl / TRL, plus ``eps`` in the
+    denominator; a group whose scores are all equal (or a group of one) gets advantage exactly
+    0 instead of 0/0. RAGEN's own GRPO path uses groups of one; here groups are real.
+    """
+    if scores.shape != group.shape or mask.shape[0] != scores.shape[0]:
+        raise ValueError(f"scores {tuple(scores.shape)}, group {tuple(group.shape)}, mask {tuple(mask.shape)}")
+    _, inverse, num_groups = group_index(group)
+    _, mean, std = group_moments(scores, inverse, num_groups, unbiased=True)
+    adv = scores.float() - mean[inverse]
+    if norm_std:
+        adv = adv / (std[inverse] + eps)
+    adv = torch.where(std[inverse] == 0, 0.0, adv)
+    return torch.where(mask.bool(), adv[:, None], 0.0)
+
+
+def reinforce_loo(scores: torch.Tensor, group: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """REINFORCE with a leave-one-out baseline -> ``adv[B,T]`` broadcast over masked tokens.
+
+    Kool et al. 2019 ("Buy 4 REINFORCE samples, get a baseline for free") / Ahmadian et al. 2024
+    (RLOO): ``A_i = r_i - 1/(N-1) sum_{j != i} r_j = N/(N-1) (r_i - mean(r_group))``.
+
+    Shapes: ``scores[B]``, ``group[B]`` integer ids, ``mask[B,T]``.
+
+    Deviations: a group of one has no baseline and gets advantage 0 (no learning signal), as
+    does a group whose scores are all equal (exactly 0, no round-off).
+    """
+    if scores.shape != group.shape or mask.shape[0] != scores.shape[0]:
+        raise ValueError(f"scores {tuple(scores.shape)}, group {tuple(group.shape)}, mask {tuple(mask.shape)}")
+    _, inverse, num_groups = group_index(group)
+    count, mean, std = group_moments(scores, inverse, num_groups, unbiased=False)
+    n = count[inverse]
+    adv = n / (n - 1).clamp(min=1.0) * (scores.float() - mean[inverse])
+    adv = torch.where((n < 2) | (std[inverse] == 0), 0.0, adv)
+    return torch.where(mask.bool(), adv[:, None], 0.0)
+
+
+# ------------------------------------------------------------------------------ dispatch
+class AdvantageConfig(Protocol):
+    """The fields the estimators read; ``spec.models.AlgorithmSpec`` satisfies it."""
+
+    gamma: float
+    lam: float
+    bi_level_gae: bool
+    high_level_gamma: float
+    grpo_norm_std: bool
+
+
+@dataclass(frozen=True)
+class AdvantageInputs:
+    """One batch's inputs to any estimator in ``ADVANTAGES`` (shapes ``B`` x ``T``).
+
+    ``mask[B,T]``: loss mask (1 on sampled tokens). ``rewards[B,T]``: token rewards from
+    ``token_rewards``. ``turn_ends[B,T]`` bool: each turn's last sampled token. ``scores[B]``:
+    episode reward (sum of turn rewards) used by the outcome estimators. ``group[B]``: integer
+    group id (initial state). ``values[B,T]``: critic values, required by ``"gae"`` only.
+    """
+
+    mask: torch.Tensor
+    rewards: torch.Tensor
+    turn_ends: torch.Tensor
+    scores: torch.Tensor
+    group: torch.Tensor
+    values: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        check_same_shape(mask=self.mask, rewards=self.rewards, turn_ends=self.turn_ends)
+        if self.values is not None:
+            check_same_shape(mask=self.mask, values=self.values)
+        B = self.mask.shape[0]
+        if self.mask.dim() != 2 or self.scores.shape != (B,) or self.group.shape != (B,):
+            raise ValueError(
+                f"need mask [B,T], scores [B], group [B]; got {tuple(self.mask.shape)}, "
+                f"{tuple(self.scores.shape)}, {tuple(self.group.shape)}"
+            )
+
+    @classmethod
+    def from_turns(
+        cls,
+        turn_end: list[list[int]],
+        turn_rewards: list[list[float]],
+        group: list[int],
+        mask: torch.Tensor,
+        values: torch.Tensor | None = None,
+        turn_level: bool = False,
+    ) -> "AdvantageInputs":
+        """Build from the ragged per-trajectory fields of ``rollout.types.Trajectory``."""
+        T = mask.shape[1]
+        return cls(
+            mask=mask,
+            rewards=token_rewards(turn_end, turn_rewards, T, turn_level),
+            turn_ends=turn_end_mask(turn_end, T),
+            scores=torch.tensor([float(sum(rs)) for rs in turn_rewards]),
+            group=torch.tensor(group, dtype=torch.long),
+            values=values,
+        )
+
+
+def _outcome_returns(inp: AdvantageInputs) -> torch.Tensor:
+    """Undiscounted episode return on every sampled token (the 'returns' of critic-free runs)."""
+    return torch.where(inp.mask.bool(), inp.scores.float()[:, None], 0.0)
+
+
+def _gae_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    if inp.values is None:
+        raise ValueError("adv_estimator 'gae' needs critic values (AdvantageInputs.values is None)")
+    if cfg.bi_level_gae:
+        return bi_level_gae(inp.rewards, inp.values, inp.mask, inp.turn_ends, cfg.gamma, cfg.lam, cfg.high_level_gamma)
+    return gae(inp.rewards, inp.values, inp.mask, cfg.gamma, cfg.lam)
+
+
+def _grpo_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    return grpo(inp.scores, inp.group, inp.mask, cfg.grpo_norm_std), _outcome_returns(inp)
+
+
+def _reinforce_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    return reinforce_loo(inp.scores, inp.group, inp.mask), _outcome_returns(inp)
+
+
+Estimator = Callable[[AdvantageInputs, AdvantageConfig], tuple[torch.Tensor, torch.Tensor]]
+
+# Keyed by ``AlgorithmSpec.adv_estimator``; each returns ``(adv[B,T], returns[B,T])``.
+ADVANTAGES: dict[str, Estimator] = {
+    "gae": _gae_estimator,
+    "grpo": _grpo_estimator,
+    "reinforce": _reinforce_estimator,
+}

@@ -1,0 +1,273 @@
+"""Policy, value, entropy and KL terms of the StarPO update (RAGEN arXiv 2504.20073 sections 3-4).
+
+Shapes: ``B`` trajectories, ``T`` tokens, ``V`` vocabulary. ``mask[B,T]`` is the loss mask.
+Losses are scalars with gradients; ``stats`` are detached Python floats for the metrics table.
+Every function is defined for all-masked rows and all-masked batches (0, never NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from .masked import check_same_shape, masked_mean, masked_sum, masked_var
+
+# ----------------------------------------------------------------------------- aggregation
+
+
+def _token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Sum over all masked tokens / number of masked tokens (verl ``token-mean``, DAPO)."""
+    return masked_mean(x, mask)
+
+
+def _seq_mean(per_seq: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``per_seq[B]`` over rows with at least one masked token."""
+    has_tokens = mask.float().sum(-1) > 0
+    return masked_mean(per_seq, has_tokens)
+
+
+def _seq_mean_token_sum(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row token sum, averaged over rows (the PPO/GRPO sequence loss without length norm)."""
+    return _seq_mean(masked_sum(x, mask, dim=-1), mask)
+
+
+def _seq_mean_token_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-row token mean, averaged over rows (GRPO, Shao et al. 2024 eqn. 3: 1/G sum 1/|o_i|)."""
+    return _seq_mean(masked_mean(x, mask, dim=-1), mask)
+
+
+# Keyed by ``AlgorithmSpec.loss_agg``.
+AGGREGATIONS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token-mean": _token_mean,
+    "seq-mean-token-sum": _seq_mean_token_sum,
+    "seq-mean-token-mean": _seq_mean_token_mean,
+}
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """Reduce token losses ``x[B,T]`` over ``mask[B,T]`` to a scalar, by ``mode``.
+
+    Modes (verl ``agg_loss``): ``token-mean``; ``seq-mean-token-sum``; ``seq-mean-token-mean``.
+    Deviation from verl: the ``seq-mean-*`` modes average over rows that have at least one
+    masked token, so an all-masked row (e.g. a filtered or empty trajectory) does not dilute
+    the mean; an all-masked batch gives 0 with a gradient of 0.
+    """
+    check_same_shape(x=x, mask=mask)
+    try:
+        fn = AGGREGATIONS[mode]
+    except KeyError:
+        raise ValueError(f"unknown loss aggregation {mode!r}; choose from {sorted(AGGREGATIONS)}") from None
+    return fn(x, mask)
+
+
+# ---------------------------------------------------------------------------------- policy
+
+
+def policy_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    adv: torch.Tensor,
+    mask: torch.Tensor,
+    clip_low: float,
+    clip_high: float,
+    dual_clip_c: float | None,
+    agg: str,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """PPO clipped surrogate with decoupled clip bounds and optional dual clip -> ``(loss, stats)``.
+
+    PPO: Schulman et al. 2017 eqn. 7, ``L = -min(ratio A, clip(ratio, 1-eps, 1+eps) A)``, here with
+    ``clip(ratio, 1 - clip_low, 1 + clip_high)`` (DAPO clip-higher, Yu et al. 2025) and, for
+    ``A < 0``, the dual clip ``min(L, -c A)`` bounding the loss when ``ratio > c`` (Ye et al. 2020).
+    StarPO-S uses clip_low 0.2, clip_high 0.28 (RAGEN section 4).
+
+    Shapes: ``logp``, ``old_logp``, ``adv``, ``mask``: ``[B,T]``; ``loss`` is a scalar.
+
+    Stats (fractions of masked tokens): ``clipfrac_high`` (A > 0 and ratio > 1 + clip_high),
+    ``clipfrac_low`` (A < 0 and ratio < 1 - clip_low), ``dual_clipfrac`` (A < 0 and ratio > c);
+    ``approx_kl``: k3 estimate of KL(old || new), ``(r - 1) - log r`` with ``r = new/old``
+    (joschu.net/blog/kl-approx.html), a token mean.
+
+    Deviation: the log-ratio is clamped to [-20, 20] before ``exp`` (verl) so a stale token cannot
+    overflow the ratio.
+    """
+    check_same_shape(logp=logp, old_logp=old_logp, adv=adv, mask=mask)
+    if not 0.0 <= clip_low < 1.0 or clip_high < 0.0:
+        raise ValueError(f"need 0 <= clip_low < 1 and clip_high >= 0, got {clip_low}, {clip_high}")
+    if dual_clip_c is not None and dual_clip_c <= 1.0:
+        raise ValueError(f"dual_clip_c must be > 1 (or None), got {dual_clip_c}")
+    adv = adv.detach()
+    log_ratio = torch.clamp(logp - old_logp.detach(), -20.0, 20.0)
+    ratio = torch.exp(log_ratio)
+    pg_unclipped = -adv * ratio
+    pg_clipped = -adv * torch.clamp(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    pg = torch.maximum(pg_unclipped, pg_clipped)
+    dual_active = torch.zeros_like(mask, dtype=torch.bool)
+    if dual_clip_c is not None:
+        pg = torch.where(adv < 0, torch.minimum(pg, -adv * dual_clip_c), pg)
+        dual_active = (adv < 0) & (ratio > dual_clip_c)
+    loss = aggregate(pg, mask, agg)
+    with torch.no_grad():
+        r = ratio.detach()
+        stats = {
+            "clipfrac_high": masked_mean(((adv > 0) & (r > 1.0 + clip_high)).float(), mask).item(),
+            "clipfrac_low": masked_mean(((adv < 0) & (r < 1.0 - clip_low)).float(), mask).item(),
+            "dual_clipfrac": masked_mean(dual_active.float(), mask).item(),
+            "approx_kl": masked_mean((r - 1.0) - log_ratio.detach(), mask).item(),
+        }
+    return loss, stats
+
+
+# ----------------------------------------------------------------------------------- critic
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)`` over the mask (unbiased variances).
+
+    1 is a perfect critic, 0 no better than a constant, negative worse. Undefined when the
+    returns do not vary (or fewer than two tokens are masked in); reported as 0.0 there so the
+    metric stream stays finite.
+    """
+    check_same_shape(values=values, returns=returns, mask=mask)
+    values, returns = values.detach().float(), returns.detach().float()
+    var_y = masked_var(returns, mask)
+    if var_y.item() <= 0.0:
+        return 0.0
+    return (1.0 - masked_var(returns - values, mask) / var_y).item()
+
+
+def value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    mask: torch.Tensor,
+    clip: float | None,
+    agg: str,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """Clipped critic loss -> ``(loss, stats)``.
+
+    ``0.5 * max((V - R)^2, (V_clip - R)^2)`` with ``V_clip = V_old + clip(V - V_old, -clip, clip)``
+    (PPO2 / OpenAI baselines value clipping, as verl; the PPO paper, Schulman et al. 2017
+    eqn. 9, uses the plain squared error ``(V - R)^2``, which ``clip=None`` gives, halved).
+
+    Shapes: ``values``, ``old_values``, ``returns``, ``mask``: ``[B,T]``.
+
+    Stats: ``vf_clipfrac`` (fraction of masked tokens where the clipped error is the larger),
+    ``explained_variance`` (of ``values`` for ``returns``, see ``explained_variance``).
+    """
+    check_same_shape(values=values, old_values=old_values, returns=returns, mask=mask)
+    returns, old_values = returns.detach(), old_values.detach()
+    sq = (values - returns) ** 2
+    clipped_frac = torch.zeros_like(sq, dtype=torch.bool)
+    if clip is not None:
+        if clip <= 0:
+            raise ValueError(f"value clip must be > 0 (or None), got {clip}")
+        v_clip = old_values + torch.clamp(values - old_values, -clip, clip)
+        sq_clip = (v_clip - returns) ** 2
+        clipped_frac = sq_clip > sq
+        sq = torch.maximum(sq, sq_clip)
+    loss = aggregate(0.5 * sq, mask, agg)
+    stats = {
+        "vf_clipfrac": masked_mean(clipped_frac.float(), mask).item(),
+        "explained_variance": explained_variance(values, returns, mask),
+    }
+    return loss, stats
+
+
+# ---------------------------------------------------------------------- logits-based terms
+
+_CHUNK_ROWS = 1024
+
+
+def _row_chunks(logits: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int]]]:
+    flat = logits.reshape(-1, logits.shape[-1])
+    n = flat.shape[0]
+    return flat, [(i, min(i + _CHUNK_ROWS, n)) for i in range(0, n, _CHUNK_ROWS)]
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the softmax distribution at each position: ``[B,T,V] -> [B,T]`` (float32).
+
+    ``H = logsumexp(z) - sum softmax(z) z`` (stable for any logit scale). Entropy bonus of PPO,
+    Schulman et al. 2017 eqn. 9 (``c2 S[pi](s_t)``).
+
+    Memory: computed over chunks of 1024 positions in float32, so without autograd the extra
+    memory is one ``1024 x V`` float32 block; under autograd each chunk's probabilities are kept
+    for backward (about one float32 ``[B,T,V]`` in total, as verl).
+    """
+    if logits.dim() < 2:
+        raise ValueError(f"logits must be [..., V], got shape {tuple(logits.shape)}")
+    flat, chunks = _row_chunks(logits)
+    parts = []
+    for lo, hi in chunks:
+        z = flat[lo:hi].float()
+        lse = torch.logsumexp(z, dim=-1)
+        parts.append(lse - (torch.softmax(z, dim=-1) * z).sum(-1))
+    out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
+    return out.reshape(logits.shape[:-1])
+
+
+def logprobs_from_logits(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Log-probability of ``labels[B,T]`` under ``logits[B,T,V]`` -> ``[B,T]`` (float32).
+
+    ``log pi(y_t) = z_t[y_t] - logsumexp(z_t)``: a gather and a reduction per chunk of positions,
+    never a full ``[B,T,V]`` log-softmax. ``logits[:, t]`` must already be the prediction for
+    ``labels[:, t]`` (the caller shifts by one for a causal LM).
+    """
+    if logits.shape[:-1] != labels.shape:
+        raise ValueError(f"logits {tuple(logits.shape)} do not match labels {tuple(labels.shape)}")
+    flat, chunks = _row_chunks(logits)
+    flat_labels = labels.reshape(-1)
+    parts = []
+    for lo, hi in chunks:
+        z = flat[lo:hi].float()
+        picked = z.gather(-1, flat_labels[lo:hi, None].long()).squeeze(-1)
+        parts.append(picked - torch.logsumexp(z, dim=-1))
+    out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
+    return out.reshape(labels.shape)
+
+
+# --------------------------------------------------------------------------------------- KL
+
+
+def _kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k1 = log(pi / pi_ref): unbiased, high variance, can be negative."""
+    return logp - ref_logp
+
+
+def _kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """k3 = (r - 1) - log r with r = pi_ref / pi: unbiased, low variance, >= 0."""
+    log_r = ref_logp - logp
+    return torch.exp(log_r) - log_r - 1.0
+
+
+def _kl_low_var(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """verl ``low_var_kl``: k3 with the log-ratio clamped to [-20, 20] and the result to [-10, 10]."""
+    log_r = torch.clamp(ref_logp - logp, -20.0, 20.0)
+    return torch.clamp(torch.exp(log_r) - log_r - 1.0, -10.0, 10.0)
+
+
+# Keyed by ``AlgorithmSpec.kl_estimator``.
+KL_ESTIMATORS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "k1": _kl_k1,
+    "k3": _kl_k3,
+    "low_var_kl": _kl_low_var,
+}
+
+
+def kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token estimate of KL(pi || pi_ref) from samples of pi -> ``[B,T]``.
+
+    Estimators from J. Schulman, "Approximating KL divergence" (joschu.net/blog/kl-approx.html):
+    ``k1`` (StarPO's KL term, RAGEN section 3, coefficient 0.001), ``k3``, and ``low_var_kl``
+    (k3 clamped, as verl). Aggregate with ``aggregate(kl(...), mask, mode)``; values at masked-out
+    positions are finite but meaningless.
+
+    Shapes: ``logp``, ``ref_logp``: ``[B,T]``. ``ref_logp`` is detached (the reference is frozen).
+    """
+    check_same_shape(logp=logp, ref_logp=ref_logp)
+    try:
+        fn = KL_ESTIMATORS[estimator]
+    except KeyError:
+        raise ValueError(f"unknown KL estimator {estimator!r}; choose from {sorted(KL_ESTIMATORS)}") from None
+    return fn(logp, ref_logp.detach())
