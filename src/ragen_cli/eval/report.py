@@ -1,0 +1,143 @@
+"""Per-env summaries of eval episodes and their rich tables.
+
+Input records are trajectories in the run-directory form (docs/internals.md): `seed`, `sample`
+(index among the samples of one seed), `reward`, `success`, `turns[{actions, valid, effective,
+format_ok, ...}]`, where `valid` / `effective` are per-action booleans.
+
+Definitions (per env, over its n episodes):
+- success rate: successes / n, with the Wilson 95% interval (`stats.wilson_interval`);
+- mean reward: mean episode return (sum of turn rewards, format penalties included);
+- turns, actions: mean model turns and mean env actions run per episode;
+- valid / effective action ratio: valid (effective) actions / all actions run, pooled over the
+  episodes (the reference code averages the same per-action flags);
+- format error ratio: turns whose reply did not parse / all turns;
+- pass@k: when k > 1 samples per seed, the unbiased estimator averaged over seeds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from rich.table import Table
+
+from ragen_cli.eval.stats import PairedComparison, mean_pass_at_k, pass_k_values, wilson_interval
+
+
+@dataclass(frozen=True)
+class EnvSummary:
+    env: str
+    episodes: int
+    successes: int
+    success_rate: float
+    ci95: tuple[float, float]
+    mean_reward: float
+    mean_turns: float
+    mean_actions: float
+    valid_action_ratio: float | None  # None when no action was run
+    effective_action_ratio: float | None
+    format_error_ratio: float | None  # None when no turn was played
+    pass_at_k: dict[int, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["ci95"] = list(self.ci95)
+        out["pass_at_k"] = {str(k): v for k, v in self.pass_at_k.items()}
+        return out
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den else None
+
+
+def _flags(turn: dict, key: str) -> list[bool]:
+    value = turn.get(key, [])
+    return [bool(v) for v in value] if isinstance(value, (list, tuple)) else [bool(value)] * len(turn.get("actions", []))
+
+
+def summarize(env: str, records: list[dict], samples: int = 1) -> EnvSummary:
+    """Summary of one env's episodes; `samples` > 1 adds pass@k (k = 1, 2, 4, ..., samples)."""
+    if not records:
+        raise ValueError(f"env {env}: no episodes to summarise")
+    n = len(records)
+    successes = sum(bool(r["success"]) for r in records)
+    turns = [t for r in records for t in r["turns"]]
+    n_actions = sum(len(t.get("actions", [])) for t in turns)
+    valid = sum(sum(_flags(t, "valid")) for t in turns)
+    effective = sum(sum(_flags(t, "effective")) for t in turns)
+    format_errors = sum(not t.get("format_ok", True) for t in turns)
+    return EnvSummary(
+        env=env,
+        episodes=n,
+        successes=successes,
+        success_rate=successes / n,
+        ci95=wilson_interval(successes, n),
+        mean_reward=sum(float(r["reward"]) for r in records) / n,
+        mean_turns=len(turns) / n,
+        mean_actions=n_actions / n,
+        valid_action_ratio=_ratio(valid, n_actions),
+        effective_action_ratio=_ratio(effective, n_actions),
+        format_error_ratio=_ratio(format_errors, len(turns)),
+        pass_at_k=_pass_at_k(records, samples) if samples > 1 else {},
+    )
+
+
+def _pass_at_k(records: list[dict], samples: int) -> dict[int, float]:
+    by_seed: dict[int, list[bool]] = {}
+    for r in records:
+        by_seed.setdefault(int(r["seed"]), []).append(bool(r["success"]))
+    counts = [(len(v), sum(v)) for v in by_seed.values()]
+    short = [n for n, _ in counts if n < samples]
+    if short:
+        raise ValueError(f"pass@{samples} needs {samples} samples per seed; a seed has {min(short)}")
+    return {k: mean_pass_at_k(counts, k) for k in pass_k_values(samples)}
+
+
+def paired_successes(a: list[dict], b: list[dict]) -> tuple[list[bool], list[bool]]:
+    """Success flags of two runs matched on (seed, sample); raises if the episodes differ."""
+    ka = {(int(r["seed"]), int(r.get("sample", 0))): bool(r["success"]) for r in a}
+    kb = {(int(r["seed"]), int(r.get("sample", 0))): bool(r["success"]) for r in b}
+    if ka.keys() != kb.keys():
+        raise ValueError("the two runs did not play the same (seed, sample) episodes")
+    keys = sorted(ka)
+    return [ka[k] for k in keys], [kb[k] for k in keys]
+
+
+# ------------------------------------------------------------------------------ rendering
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def summary_table(summaries: list[EnvSummary], title: str) -> Table:
+    """One row per env: success with CI, reward, turns, actions, action ratios, pass@k."""
+    ks = sorted({k for s in summaries for k in s.pass_at_k})
+    table = Table(title=title, title_justify="left")
+    for col in ("env", "episodes", "success", "95% CI", "reward", "turns", "actions",
+                "valid", "effective", "format err"):
+        table.add_column(col, justify="left" if col == "env" else "right")
+    for k in ks:
+        table.add_column(f"pass@{k}", justify="right")
+    for s in summaries:
+        lo, hi = s.ci95
+        table.add_row(
+            s.env, str(s.episodes), _pct(s.success_rate), f"{100 * lo:.1f}-{100 * hi:.1f}%",
+            f"{s.mean_reward:.3f}", f"{s.mean_turns:.2f}", f"{s.mean_actions:.2f}",
+            _pct(s.valid_action_ratio), _pct(s.effective_action_ratio), _pct(s.format_error_ratio),
+            *(_pct(s.pass_at_k.get(k)) for k in ks),
+        )
+    return table
+
+
+def compare_table(rows: list[tuple[str, PairedComparison, float, float]], label_a: str, label_b: str) -> Table:
+    """Rows (env, comparison, mean reward A, mean reward B): A and B side by side, B - A, and
+    the exact McNemar p-value on the paired episodes."""
+    table = Table(title=f"A = {label_a}\nB = {label_b}", title_justify="left")
+    for col in ("env", "pairs", "success A", "success B", "B - A", "A only", "B only",
+                "p (McNemar)", "significant", "reward A", "reward B"):
+        table.add_column(col, justify="left" if col == "env" else "right")
+    for env, c, ra, rb in rows:
+        table.add_row(
+            env, str(c.n), _pct(c.rate_a), _pct(c.rate_b), f"{100 * c.diff:+.1f} pt",
+            str(c.a_only), str(c.b_only), f"{c.p_value:.4f}", "yes" if c.significant else "no",
+            f"{ra:.3f}", f"{rb:.3f}",
+        )
+    return table
