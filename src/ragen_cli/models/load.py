@@ -1,0 +1,45 @@
+"""Loading a resolved model directory with transformers (torch and transformers imported lazily).
+
+`DS_ACCELERATOR=cpu` is set (when unset and no CUDA device is visible) before transformers is
+imported: transformers imports DeepSpeed's accelerator probe, which otherwise prints "Setting
+accelerator to CPU" warnings in every process (FEASIBILITY.md, pitfalls).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def set_ds_accelerator() -> None:
+    """Set `DS_ACCELERATOR=cpu` if it is unset and no CUDA device is visible."""
+    if "DS_ACCELERATOR" in os.environ:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["DS_ACCELERATOR"] = "cpu"
+
+
+def load_tokenizer(path: str | Path):
+    """The tokenizer of a model directory (with its chat template); pad token defaults to EOS."""
+    set_ds_accelerator()
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(path))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu"):
+    """A causal LM from a model directory, in `dtype` ("float32"/"fp32", "bfloat16"/"bf16", ...)
+    on `device`, in eval mode (call `.train()` to train it)."""
+    from ragen_cli.models.builtin import canonical_dtype
+
+    set_ds_accelerator()
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, canonical_dtype(dtype)))
+    return model.to(device).eval()
