@@ -1,17 +1,85 @@
-"""Light CLI commands for this package (placeholder until its issue lands)."""
+"""`ragen validate` and `ragen init` (light imports only: pydantic, yaml, typer, rich).
+
+For `ragen train` (train/commands.py) this module offers `load_or_exit(spec, overrides)`: the
+loaded spec with provenance, or the problems printed and exit code 2.
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
+from ragen_cli.spec.errors import SpecError
+from ragen_cli.spec.loader import LoadedSpec, load
 
-def init() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'init' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+SPEC_EXIT = 2  # a spec that cannot run: nothing was started
+TEMPLATE_FILES = ("ragen.yaml", "my_env.py")
 
 
-def validate() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'validate' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+def templates_dir() -> Path:
+    """`templates/init` of the source tree (the package is installed editable from it)."""
+    return Path(__file__).resolve().parents[3] / "templates" / "init"
+
+
+def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
+    """Load and validate, or print every problem to stderr and exit 2."""
+    try:
+        return load(spec, overrides)
+    except SpecError as exc:
+        typer.echo(exc.render(), err=True)
+        raise typer.Exit(SPEC_EXIT) from None
+
+
+def summary(loaded: LoadedSpec) -> str:
+    from ragen_cli.compile.sizes import kept_groups
+
+    s = loaded.spec
+    env = s.env.train
+    kept = kept_groups(env.groups, s.algorithm.filter.keep_ratio) * env.group_size
+    world = s.deepspeed.nodes * s.deepspeed.procs_per_node
+    return (
+        f"{loaded.source}: ok. Run '{s.name}': model {s.model.name}{' + LoRA' if s.model.lora else ''}, "
+        f"env {env.name}, {env.groups}x{env.group_size} trajectories per step ({kept} kept), "
+        f"{s.train.steps} steps, preset {s.algorithm.preset or 'none'}, {world} process(es)."
+    )
+
+
+def validate(
+    spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
+    set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
+    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of run specs and exit."),
+) -> None:
+    """Check a run spec without running it: every problem, with file:line:col and key path."""
+    if schema:
+        from ragen_cli.spec.models import RunSpec
+
+        typer.echo(json.dumps(RunSpec.model_json_schema(), indent=2))
+        return
+    if spec is None:
+        typer.echo("ragen validate: give a SPEC file (or --schema).", err=True)
+        raise typer.Exit(SPEC_EXIT)
+    typer.echo(summary(load_or_exit(spec, set_)))
+
+
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the project (created if missing)."),
+) -> None:
+    """Scaffold a project: a commented run spec and a custom environment that works as written."""
+    source = templates_dir()
+    missing = [name for name in TEMPLATE_FILES if not (source / name).is_file()]
+    if missing:
+        typer.echo(f"ragen init: templates not found in {source} ({', '.join(missing)}).", err=True)
+        raise typer.Exit(1)
+    clash = [name for name in TEMPLATE_FILES if (directory / name).exists()]
+    if clash:
+        typer.echo(f"ragen init: {', '.join(str(directory / c) for c in clash)} already exist(s); nothing written.", err=True)
+        raise typer.Exit(1)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in TEMPLATE_FILES:
+        text = (source / name).read_text(encoding="utf-8")
+        (directory / name).write_text(text.replace("{project_dir}", str(directory)), encoding="utf-8")
+    typer.echo(f"Created {directory / 'ragen.yaml'} and {directory / 'my_env.py'}. Next:")
+    typer.echo(f"  cd {directory} && ragen validate ragen.yaml && ragen train ragen.yaml")

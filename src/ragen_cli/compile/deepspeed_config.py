@@ -1,0 +1,88 @@
+"""The DeepSpeed JSON config of the actor (and of the critic when the advantage is GAE).
+
+Batch identity DeepSpeed enforces: train_batch_size = micro x grad_accum x world size, where
+train_batch_size is our mini batch (trajectories per optimizer step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragen_cli.compile.sizes import Sizes
+from ragen_cli.spec.models import RunSpec
+
+ADAM_BETAS = [0.9, 0.999]  # the reference's verl optimizer defaults
+ADAM_EPS = 1e-8
+QUIET_STEPS = 1 << 30  # steps_per_print: ragen logs its own metrics
+
+
+def precision_block(precision: str) -> dict[str, Any]:
+    """bf16 / fp16 engine blocks; fp32 needs none. fp16 uses dynamic loss scaling (loss_scale 0)."""
+    if precision == "bf16":
+        return {"bf16": {"enabled": True}}
+    if precision == "fp16":
+        return {"fp16": {"enabled": True, "loss_scale": 0, "initial_scale_power": 16}}
+    return {}
+
+
+def zero_block(stage: int, offload: str, device: str) -> dict[str, Any]:
+    block: dict[str, Any] = {"stage": stage}
+    if offload == "cpu":
+        block["offload_optimizer"] = {"device": "cpu", "pin_memory": device == "cuda"}
+    if stage == 3:
+        # Full (not sharded) 16-bit weights at save time, so checkpoints export as one HF directory.
+        block["stage3_gather_16bit_weights_on_model_save"] = True
+    return block
+
+
+def scheduler_block(schedule: str, lr: float, warmup_steps: int, total_steps: int) -> dict[str, Any] | None:
+    """DeepSpeed scheduler for `spec.train.schedule`, counted in optimizer steps.
+
+    constant without warm-up needs no scheduler. DeepSpeed's schedulers warm up over at least
+    2 steps (`max(2, warmup_num_steps)`) starting from lr 0, so linear and cosine schedules
+    without warm-up still spend their first 2 optimizer steps ramping up (DeepSpeed 0.19.8).
+    """
+    warmup = {"warmup_num_steps": max(1, warmup_steps), "warmup_type": "linear"}
+    if schedule == "constant":
+        if warmup_steps == 0:
+            return None
+        return {"type": "WarmupLR", "params": {"warmup_min_lr": 0.0, "warmup_max_lr": lr, **warmup}}
+    if schedule == "linear":
+        return {
+            "type": "WarmupDecayLR",
+            "params": {"total_num_steps": total_steps, "warmup_min_lr": 0.0, "warmup_max_lr": lr, **warmup},
+        }
+    return {
+        "type": "WarmupCosineLR",
+        "params": {"total_num_steps": total_steps, "warmup_min_ratio": 0.0, "cos_min_ratio": 0.0, **warmup},
+    }
+
+
+def deepspeed_config(spec: RunSpec, sizes: Sizes, device: str, lr: float) -> dict[str, Any]:
+    """One engine's config (actor with lr_actor, critic with lr_critic)."""
+    ds, train = spec.deepspeed, spec.train
+    config: dict[str, Any] = {
+        "train_batch_size": sizes.mini_batch,
+        "train_micro_batch_size_per_gpu": sizes.micro_batch,
+        "gradient_accumulation_steps": sizes.grad_accum_steps,
+        "gradient_clipping": train.grad_clip,
+        "zero_optimization": zero_block(ds.zero_stage, ds.offload, device),
+        **precision_block(ds.precision),
+        "optimizer": {
+            "type": "AdamW",
+            "params": {
+                "lr": lr,
+                "betas": list(ADAM_BETAS),
+                "eps": ADAM_EPS,
+                "weight_decay": train.weight_decay,
+                # torch's AdamW: no JIT-compiled fused kernel needed on CPU (FEASIBILITY.md).
+                "torch_adam": device == "cpu",
+            },
+        },
+        "steps_per_print": QUIET_STEPS,
+        "wall_clock_breakdown": False,
+    }
+    scheduler = scheduler_block(train.schedule, lr, train.warmup_steps, sizes.total_optimizer_steps)
+    if scheduler:
+        config["scheduler"] = scheduler
+    return config

@@ -1,0 +1,95 @@
+"""vLLM engine arguments, process environment and the launch command of a run.
+
+Placeholders resolved at launch: `{model_dir}` (the local HF directory `models.resolve_model`
+returns) and `{run_dir}` (the run directory).
+
+Launching several CPU processes: DeepSpeed's launcher (0.19.8, `launcher/runner.py`) sizes
+the local resource pool from the accelerator's device count, which on CPU is `LOCAL_SIZE` or
+the number of NUMA nodes (1 here); `--num_gpus G` then replaces each host's slots with
+`range(G)`, so `deepspeed --num_gpus 2 --module ...` starts two CPU ranks on one machine. Core
+binding (`--bind_cores_to_rank`) needs `numactl`, which is not installed here, so it is not used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+from ragen_cli.spec.models import RunSpec
+
+MODEL_DIR = "{model_dir}"
+RUN_DIR = "{run_dir}"
+WORKER_MODULE = "ragen_cli.train.worker"
+VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
+GPU_MEMORY_FRACTION = 0.4  # vLLM shares the GPU with the trainer (not measured here: no GPU)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How the run starts: `in-process` (argv empty) or `deepspeed` (argv is the command)."""
+
+    kind: str
+    argv: tuple[str, ...]
+
+
+def detect_device() -> str:
+    """'cuda' when an NVIDIA driver is visible, else 'cpu' (no torch import: it takes seconds)."""
+    return "cuda" if shutil.which("nvidia-smi") and os.path.exists("/dev/nvidiactl") else "cpu"
+
+
+def resolve_device(spec: RunSpec) -> str:
+    return detect_device() if spec.deepspeed.device == "auto" else spec.deepspeed.device
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The smallest max_lora_rank vLLM accepts that holds `rank` (vLLM takes only these values)."""
+    return next(r for r in VLLM_LORA_RANKS if r >= rank)
+
+
+def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
+    """Keyword arguments of `vllm.LLM(...)` for the rollout engine."""
+    args: dict[str, object] = {
+        "model": MODEL_DIR,
+        "dtype": VLLM_DTYPES[spec.deepspeed.precision],
+        "max_model_len": spec.model.max_context,
+        "enforce_eager": device == "cpu",  # compiled start-up costs 80-100 s on CPU (FEASIBILITY.md)
+        "enable_prefix_caching": True,  # multi-turn prompts share their history
+        "max_num_seqs": spec.env.train.groups * spec.env.train.group_size,
+        "seed": spec.train.seed,
+    }
+    if device == "cuda":
+        args["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
+    if spec.model.lora is not None:
+        args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(spec.model.lora.rank), max_loras=1)
+    return args
+
+
+def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
+    """Environment variables every process of the run needs (set before importing torch)."""
+    world = spec.deepspeed.nodes * spec.deepspeed.procs_per_node
+    env: dict[str, str] = {}
+    if device == "cpu":
+        env["DS_ACCELERATOR"] = "cpu"
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(spec.rollout.vllm_kv_cache_gib)
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+        # One process: bind vLLM's OpenMP threads to every core (by default it reserves one).
+        # Several ranks on one machine would fight over the same cores: leave placement to the OS.
+        env["VLLM_CPU_OMP_THREADS_BIND"] = (f"0-{cpu_count - 1}" if cpu_count > 1 else "0") if world == 1 else "nobind"
+    if world == 1:
+        # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI.
+        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(spec.deepspeed.master_port))
+    return env
+
+
+def launch_command(spec: RunSpec) -> Launch:
+    ds = spec.deepspeed
+    if ds.nodes * ds.procs_per_node == 1:
+        return Launch("in-process", ())
+    argv = ["deepspeed", "--num_nodes", str(ds.nodes), "--num_gpus", str(ds.procs_per_node)]
+    if ds.hostfile:
+        argv += ["--hostfile", ds.hostfile]
+    argv += ["--master_port", str(ds.master_port), "--module", WORKER_MODULE, RUN_DIR]
+    return Launch("deepspeed", tuple(argv))

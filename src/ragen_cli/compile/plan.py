@@ -1,0 +1,86 @@
+"""RunSpec -> Plan: everything a run needs decided before it starts, pure and deterministic.
+
+`compile_plan(spec, device="cpu", cpu_count=2)` gives the same Plan for the same inputs; only
+`device=None` / `cpu_count=None` look at the machine (see `launch.resolve_device`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from ragen_cli.compile.deepspeed_config import deepspeed_config
+from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args
+from ragen_cli.compile.sizes import Sizes, derive_sizes
+from ragen_cli.spec.models import RunSpec
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The compiled run. `critic_deepspeed` is None unless the advantage estimator is GAE."""
+
+    name: str
+    run_dir: str
+    device: str
+    sizes: Sizes
+    deepspeed: dict[str, Any]
+    critic_deepspeed: dict[str, Any] | None
+    needs_reference: bool
+    lora: bool
+    vllm: dict[str, Any]
+    env: dict[str, str]
+    launch: Launch
+    algorithm: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["launch"]["argv"] = list(self.launch.argv)
+        return out
+
+    def to_json(self) -> str:
+        """Stable JSON (what `ragen train --json` prints and the run directory's plan.json holds)."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        data = json.loads(text)
+        data["sizes"] = Sizes(**data["sizes"])
+        data["launch"] = Launch(data["launch"]["kind"], tuple(data["launch"]["argv"]))
+        return cls(**data)
+
+
+def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None = None) -> Plan:
+    """Compile a validated spec. `device`: 'cpu' | 'cuda' (None: the spec's, 'auto' detected)."""
+    device = device or resolve_device(spec)
+    cpu_count = cpu_count or os.cpu_count() or 1
+    env, ds, a = spec.env.train, spec.deepspeed, spec.algorithm
+    sizes = derive_sizes(
+        groups=env.groups,
+        group_size=env.group_size,
+        keep_ratio=a.filter.keep_ratio,
+        nodes=ds.nodes,
+        procs_per_node=ds.procs_per_node,
+        micro_batch=spec.train.micro_batch,
+        mini_batch=spec.train.mini_batch,
+        ppo_epochs=a.ppo_epochs,
+        online_k=a.online_k,
+        steps=spec.train.steps,
+    )
+    critic = deepspeed_config(spec, sizes, device, spec.train.lr_critic) if a.adv_estimator == "gae" else None
+    return Plan(
+        name=spec.name,
+        run_dir=str(PurePosixPath(spec.output.dir) / spec.name),
+        device=device,
+        sizes=sizes,
+        deepspeed=deepspeed_config(spec, sizes, device, spec.train.lr_actor),
+        critic_deepspeed=critic,
+        needs_reference=a.kl_coef > 0,
+        lora=spec.model.lora is not None,
+        vllm=vllm_args(spec, device),
+        env=process_env(spec, device, cpu_count),
+        launch=launch_command(spec),
+        algorithm=a.model_dump(),
+    )
