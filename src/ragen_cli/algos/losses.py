@@ -188,7 +188,8 @@ def _row_chunks(logits: torch.Tensor) -> tuple[torch.Tensor, list[tuple[int, int
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     """Entropy of the softmax distribution at each position: ``[B,T,V] -> [B,T]`` (float32).
 
-    ``H = logsumexp(z) - sum softmax(z) z`` (stable for any logit scale). Entropy bonus of PPO,
+    ``H = logsumexp(z) - sum softmax(z) z`` (stable for any logit scale; ``-inf`` logits of
+    banned tokens contribute 0, with finite gradients). Entropy bonus of PPO,
     Schulman et al. 2017 eqn. 9 (``c2 S[pi](s_t)``).
 
     Memory: computed over chunks of 1024 positions in float32, so without autograd the extra
@@ -201,8 +202,9 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     parts = []
     for lo, hi in chunks:
         z = flat[lo:hi].float()
-        lse = torch.logsumexp(z, dim=-1)
-        parts.append(lse - (torch.softmax(z, dim=-1) * z).sum(-1))
+        probs = torch.softmax(z, dim=-1)
+        z_finite = torch.where(probs > 0, z, 0.0)  # 0 * -inf (a banned token) would be NaN
+        parts.append(torch.logsumexp(z, dim=-1) - (probs * z_finite).sum(-1))
     out = torch.cat(parts) if parts else flat.new_zeros(0, dtype=torch.float32)
     return out.reshape(logits.shape[:-1])
 
