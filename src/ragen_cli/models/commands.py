@@ -1,17 +1,58 @@
-"""Light CLI commands for this package (placeholder until its issue lands)."""
+"""`ragen models` and `ragen doctor` (light: stdlib and typer at import)."""
 
 from __future__ import annotations
 
+import os
+from typing import Optional
+
 import typer
 
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
-def models() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'models' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+
+def models(
+    convert: Optional[str] = typer.Option(None, "--convert", metavar="NAME", help="Convert this built-in into the cache now."),
+    dtype: str = typer.Option("float32", "--dtype", help="dtype for --convert: float32/fp32, bfloat16/bf16, float16/fp16."),
+) -> None:
+    """List the built-in models and what the model cache holds."""
+    from ragen_cli.models import cache, status
+    from ragen_cli.models.builtin import BUILTIN_MODELS, ModelError, resolve_model
+
+    if convert is not None:
+        try:
+            path = resolve_model(convert, dtype) if convert in BUILTIN_MODELS else None
+        except ModelError as exc:
+            typer.echo(f"ragen: {exc}", err=True)
+            raise typer.Exit(2) from None
+        if path is None:
+            typer.echo(f"ragen: {convert!r} is not a built-in model; built-ins: {', '.join(BUILTIN_MODELS)}", err=True)
+            raise typer.Exit(2)
+        typer.echo(f"converted: {path}")
+    present = {(e.name, e.dtype): e for e in status.cached_models()}
+    typer.echo(f"Built-in models (cache: {cache.models_dir()}):")
+    for name, description in BUILTIN_MODELS.items():
+        typer.echo(f"\n  {name}\n    {description}")
+        states = [f"{e.dtype} {e.size / 1e6:.0f} MB" + (" (damaged)" if e.problems else "")
+                  for (n, _), e in present.items() if n == name]
+        typer.echo(f"    cached: {', '.join(states) if states else 'not converted yet (converted on first use)'}")
+    typer.echo("\nA spec's `model.name` may also be a local Hugging Face model directory.")
 
 
 def doctor() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'doctor' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+    """Check the installed environment (torch, vLLM, DeepSpeed, built-in model, cache, disk,
+    memory) and print the fix for each problem found. Exit code 1 if a required check fails."""
+    from ragen_cli.models.doctor import run_doctor
+
+    typer.echo("ragen doctor: checking the environment (imports torch, vLLM and DeepSpeed in subprocesses)...")
+    checks = run_doctor(dict(os.environ))
+    width = max(len(c.name) for c in checks)
+    for c in checks:
+        typer.echo(f"[{_MARK[c.status]}] {c.name:<{width}}  {c.detail}")
+        if c.fix and c.status != "ok":
+            typer.echo(f"       {'':<{width}}  fix: {c.fix}")
+    failed = [c.name for c in checks if c.status == "fail"]
+    warned = [c.name for c in checks if c.status == "warn"]
+    if failed:
+        typer.echo(f"\n{len(failed)} problem(s) to fix: {', '.join(failed)}", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"\nAll required checks passed" + (f" ({len(warned)} warning(s): {', '.join(warned)})." if warned else "."))
