@@ -12,21 +12,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from ragen_cli.compile.plan import Plan
+from ragen_cli.compile.sizes import SIZE_LABELS
 
-SIZE_LABELS = {
-    "world_size": "processes (nodes x procs per node)",
-    "trajectories_per_step": "trajectories per step (P x N)",
-    "kept_groups": "groups kept by the filter",
-    "kept_trajectories": "trajectories kept (groups x N)",
-    "mini_batch": "mini batch (trajectories per optimizer step)",
-    "micro_batch": "micro batch per process",
-    "grad_accum_steps": "gradient accumulation steps",
-    "optimizer_steps_per_update": "optimizer steps per update",
-    "updates_per_step": "updates per rollout batch (online-k)",
-    "optimizer_steps_per_step": "optimizer steps per training step",
-    "total_optimizer_steps": "optimizer steps in the run",
-    "micro_batches_per_update": "micro batches per process per update",
-}
 
 
 def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -20,6 +20,23 @@ def kept_groups(groups: int, keep_ratio: float) -> int:
     return max(1, math.floor(keep_ratio * groups + 1e-9))
 
 
+# One line of meaning per derived size (the dry-run table and docs/spec.md show these).
+SIZE_LABELS = {
+    "world_size": "processes (nodes x procs per node)",
+    "trajectories_per_step": "trajectories per step (P x N)",
+    "kept_groups": "groups kept by the filter",
+    "kept_trajectories": "trajectories kept (groups x N)",
+    "mini_batch": "mini batch (trajectories per optimizer step)",
+    "micro_batch": "micro batch per process",
+    "grad_accum_steps": "gradient accumulation steps",
+    "optimizer_steps_per_update": "optimizer steps per update",
+    "updates_per_step": "updates per rollout batch (online-k)",
+    "optimizer_steps_per_step": "optimizer steps per training step",
+    "total_optimizer_steps": "optimizer steps in the run",
+    "micro_batches_per_update": "micro batches per process per update",
+}
+
+
 @dataclass(frozen=True)
 class Sizes:
     """Every derived size of one training step (names match the docs/spec.md glossary)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ragen_cli.compile.sizes import size_problems
+from ragen_cli.compile.sizes import derive_sizes, size_problems
 from ragen_cli.spec.models import RunSpec
 from ragen_cli.spec.refs import env_problems, model_problems
 
@@ -25,6 +25,23 @@ def check_sizes(spec: RunSpec) -> Found:
         micro_batch=spec.train.micro_batch,
         mini_batch=spec.train.mini_batch,
     )
+
+
+def check_schedule(spec: RunSpec) -> Found:
+    """Warm-up is counted in optimizer steps and must end within the run."""
+    ds, env, a = spec.deepspeed, spec.env.train, spec.algorithm
+    sizes = derive_sizes(
+        groups=env.groups, group_size=env.group_size, keep_ratio=a.filter.keep_ratio, nodes=ds.nodes,
+        procs_per_node=ds.procs_per_node, micro_batch=spec.train.micro_batch, mini_batch=spec.train.mini_batch,
+        ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps,
+    )
+    if spec.train.warmup_steps <= sizes.total_optimizer_steps:
+        return []
+    return [(
+        "train.warmup_steps",
+        f"{spec.train.warmup_steps} warm-up steps, but the run makes only {sizes.total_optimizer_steps} "
+        f"optimizer steps ({spec.train.steps} steps x {sizes.optimizer_steps_per_step} per step)",
+    )]
 
 
 def check_context(spec: RunSpec) -> Found:
@@ -101,9 +118,27 @@ def check_refs(spec: RunSpec) -> Found:
     return out
 
 
+# What the checks above enforce, one line each (docs/spec.md lists these).
+RULES = (
+    "Kept trajectories, floor(keep_ratio x P) groups (at least 1) x N, are at least one micro batch on every "
+    "process (micro_batch x nodes x procs_per_node).",
+    "Without mini_batch, the kept trajectories are a multiple of micro_batch x world size; with it, mini_batch is "
+    "such a multiple and divides the kept trajectories.",
+    "train.warmup_steps is at most the run's optimizer steps (steps x optimizer steps per step).",
+    "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context.",
+    "bi_level_gae needs turn_rewards: true and adv_estimator: gae.",
+    "offload: cpu needs zero_stage 1-3 and a CUDA device; fp16 does not train on device: cpu. "
+    "LoRA is allowed at every ZeRO stage.",
+    "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts.",
+    "model.name is a built-in, a local directory with config.json, or a hub id org/name.",
+    "Every env (train and val) resolves and accepts its config (`ragen envs`).",
+)
+
 CHECKS = (check_sizes, check_context, check_algorithm, check_deepspeed, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:
-    """Every cross-field problem of `spec`, in a stable order."""
-    return [found for check in CHECKS for found in check(spec)]
+    """Every cross-field problem of `spec`, in a stable order (schedule only once sizes divide)."""
+    sizes = check_sizes(spec)
+    rest = [found for check in CHECKS[1:] for found in check(spec)]
+    return sizes + (check_schedule(spec) if not sizes else []) + rest
