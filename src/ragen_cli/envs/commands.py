@@ -37,6 +37,10 @@ def _make(name: str, sets: list[str]):
         raise typer.Exit(2) from None
 
 
+def _actions_text(env) -> str:
+    return ", ".join(env.valid_actions()) or "(free-form text, see the instruction)"
+
+
 @app.callback(invoke_without_command=True)
 def envs(ctx: typer.Context) -> None:
     """List the environments (name and one-line description)."""
@@ -62,7 +66,7 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     typer.echo("-- initial state --")
     typer.echo(obs)
     typer.echo("-- valid actions --")
-    typer.echo(", ".join(env.valid_actions()))
+    typer.echo(_actions_text(env))
 
 
 @app.command("play")
@@ -78,7 +82,7 @@ def play(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     stdin = click.get_text_stream("stdin")
     total = 0.0
     while True:
-        typer.echo(f"valid actions: {', '.join(env.valid_actions())}\n({env.actions_left} left) > ", nl=False)
+        typer.echo(f"valid actions: {_actions_text(env)}\n({env.actions_left} left) > ", nl=False)
         line = stdin.readline()
         if not line or line.strip() == ":q":
             typer.echo("\nquit")

@@ -32,7 +32,7 @@ BUILTINS: dict[str, _Builtin] = {
     "sokoban": _Builtin("ragen_cli.envs.sokoban:SokobanEnv",
                         "Sokoban 6x6 with 1 box; push the box onto the target (10 actions)."),
     "sokoban-large": _Builtin("ragen_cli.envs.sokoban:SokobanEnv", "Sokoban 8x8 with 2 boxes.",
-                              {"dim": 8, "num_boxes": 2}),
+                              {"dim_x": 8, "dim_y": 8, "num_boxes": 2}),
     "sokoban-vocab": _Builtin("ragen_cli.envs.sokoban:SokobanEnv",
                               "Sokoban 6x6, 1 box, drawn with another symbol vocabulary (W . G C B A @).",
                               {"symbols": _VOCAB}),

@@ -1,0 +1,136 @@
+"""FrozenLake as a text env, on Gymnasium's own FrozenLake dynamics and map generator.
+
+Maps come from `gymnasium.envs.toy_text.frozen_lake.generate_random_map`; as in the reference
+(`ragen/env/frozen_lake`), the start and goal are then moved to random distinct cells and the
+map is re-drawn until the goal is reachable from the start. Moves are Gymnasium's: slippery
+means the intended direction with probability `success_rate` (1/3) and each perpendicular
+direction with (1 - success_rate) / 2; reward 1 on reaching the goal, episode ends in a hole
+or at the goal."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
+from gymnasium.envs.toy_text.frozen_lake import generate_random_map
+
+from ragen_cli.envs.base import TextEnv, normalise_action
+
+ACTION_NAMES = ("Left", "Down", "Right", "Up")  # gymnasium's action ids 0..3
+_ACTION_IDS = {name.lower(): i for i, name in enumerate(ACTION_NAMES)}
+SYMBOLS = {"player": "P", "frozen": "_", "hole": "O", "goal": "G", "player_in_hole": "X",
+           "player_on_goal": "√"}
+
+
+@dataclass(frozen=True)
+class FrozenLakeConfig:
+    size: int = 4
+    """Side of the square map."""
+    p: float = 0.8
+    """Probability that a tile is frozen (else a hole)."""
+    is_slippery: bool = True
+    """Slippery ice: the move may go perpendicular to the intended direction."""
+    success_rate: float = 1.0 / 3.0
+    """Probability of moving in the intended direction when slippery."""
+    max_actions: int = 10
+    """Actions per episode; the episode is truncated after that many."""
+
+    def __post_init__(self):
+        if not 2 <= self.size <= 32:
+            raise ValueError(f"size must be in 2..32, got {self.size}")
+        if not 0.2 <= self.p <= 1.0:
+            raise ValueError(f"p must be in [0.2, 1], got {self.p}")
+        if not 0.0 <= self.success_rate <= 1.0:
+            raise ValueError(f"success_rate must be in [0, 1], got {self.success_rate}")
+        if self.max_actions < 1:
+            raise ValueError(f"max_actions must be >= 1, got {self.max_actions}")
+
+
+def has_path(board: list[str]) -> bool:
+    """Breadth-first: is 'G' reachable from 'S' over non-hole cells (4-neighbour moves)?"""
+    size = len(board)
+    start = next((r, c) for r in range(size) for c in range(size) if board[r][c] == "S")
+    seen, queue = {start}, deque([start])
+    while queue:
+        r, c = queue.popleft()
+        if board[r][c] == "G":
+            return True
+        for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < size and 0 <= nc < size and (nr, nc) not in seen and board[nr][nc] != "H":
+                seen.add((nr, nc))
+                queue.append((nr, nc))
+    return False
+
+
+def random_map(size: int, p: float, rng: np.random.Generator) -> list[str]:
+    """Gymnasium's random map with the start and goal moved to random distinct cells; re-drawn
+    until the goal is reachable from the start."""
+    while True:
+        board = [list(row) for row in generate_random_map(size=size, p=p, seed=int(rng.integers(2**31)))]
+        board[0][0] = board[size - 1][size - 1] = "F"
+        start, goal = rng.choice(size * size, size=2, replace=False)
+        board[start // size][start % size] = "S"
+        board[goal // size][goal % size] = "G"
+        rows = ["".join(row) for row in board]
+        if has_path(rows):
+            return rows
+
+
+class FrozenLakeEnv(TextEnv):
+    name = "frozenlake"
+    description = "FrozenLake: walk on slippery ice to the goal without falling into a hole."
+    config_class = FrozenLakeConfig
+
+    def _reset(self, rng: np.random.Generator) -> dict:
+        cfg = self.config
+        self.board = random_map(cfg.size, cfg.p, rng)
+        self.gym = GymFrozenLake(desc=self.board, is_slippery=cfg.is_slippery, success_rate=cfg.success_rate)
+        self.state, _ = self.gym.reset(seed=int(rng.integers(2**31)))
+        return {"map": list(self.board)}
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        a = _ACTION_IDS.get(normalise_action(action))
+        if a is None:
+            return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
+        before = self.state
+        self.state, reward, terminated, _, _ = self.gym.step(a)
+        return float(reward), bool(terminated), {"action_is_valid": True,
+                                                  "action_is_effective": self.state != before}
+
+    def _cell(self) -> str:
+        size = self.config.size
+        return self.board[self.state // size][self.state % size]
+
+    def _success(self) -> bool:
+        return self._cell() == "G"
+
+    def _render(self) -> str:
+        size = self.config.size
+        rows = []
+        for r in range(size):
+            row = []
+            for c in range(size):
+                tile = self.board[r][c]
+                if r * size + c == self.state:
+                    row.append(SYMBOLS[{"H": "player_in_hole", "G": "player_on_goal"}.get(tile, "player")])
+                else:
+                    row.append(SYMBOLS[{"H": "hole", "G": "goal"}.get(tile, "frozen")])
+            rows.append("".join(row))
+        return "\n".join(rows)
+
+    def instruction(self) -> str:
+        legend = ", ".join(f"{sym}: {role.replace('_', ' ')}" for role, sym in SYMBOLS.items())
+        slip = (" The ice is slippery: you may move in a direction perpendicular to the one you chose."
+                if self.config.is_slippery else "")
+        return (
+            "You are solving the FrozenLake puzzle. Walk to the goal without falling into a hole; "
+            "reaching the goal gives reward 1, a hole ends the episode." + slip + "\n"
+            f"The meaning of each symbol in the state is:\n{legend}\n"
+            f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
+        )
+
+    def valid_actions(self) -> list[str]:
+        return list(ACTION_NAMES)

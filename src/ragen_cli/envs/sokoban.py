@@ -1,0 +1,121 @@
+"""Sokoban as a text env (the paper's main testbed; rewards as in gym_sokoban: -0.1 per step,
++1 box onto target, -1 box off target, +10 when every box is on a target)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ragen_cli.envs.base import TextEnv, normalise_action
+from ragen_cli.envs.sokoban_gen import DIRS, Level, generate_level
+
+ROLES = ("wall", "floor", "target", "box_on_target", "box", "player", "player_on_target")
+DEFAULT_SYMBOLS = {"wall": "#", "floor": "_", "target": "O", "box_on_target": "√", "box": "X",
+                   "player": "P", "player_on_target": "S"}
+ACTION_NAMES = ("Up", "Down", "Left", "Right")
+
+STEP_PENALTY, BOX_ON_REWARD, BOX_OFF_PENALTY, SOLVED_REWARD = -0.1, 1.0, -1.0, 10.0
+
+
+@dataclass(frozen=True)
+class SokobanConfig:
+    dim_x: int = 6
+    """Room width in cells, border walls included."""
+    dim_y: int = 6
+    """Room height in cells, border walls included."""
+    num_boxes: int = 1
+    """Boxes (and targets) in the room."""
+    search_depth: int = 10
+    """Reverse-play depth bound; levels are solvable in <= min(search_depth, max_actions) moves."""
+    max_actions: int = 10
+    """Actions per episode; the episode is truncated after that many."""
+    symbols: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SYMBOLS))
+    """Symbol of each role: wall, floor, target, box_on_target, box, player, player_on_target."""
+
+    def __post_init__(self):
+        if min(self.dim_x, self.dim_y) < 4:
+            raise ValueError(f"dim_x and dim_y must be >= 4, got {self.dim_x}x{self.dim_y}")
+        if not 1 <= self.num_boxes <= 4:
+            raise ValueError(f"num_boxes must be in 1..4, got {self.num_boxes}")
+        if self.search_depth < 1 or self.max_actions < 1:
+            raise ValueError("search_depth and max_actions must be >= 1")
+        symbols = dict(self.symbols)
+        if set(symbols) != set(ROLES):
+            raise ValueError(f"symbols must give exactly the roles {', '.join(ROLES)}; got {', '.join(symbols)}")
+        values = list(symbols.values())
+        if any(not isinstance(s, str) or len(s) != 1 for s in values) or len(set(values)) != len(values):
+            raise ValueError(f"symbols must be distinct single characters, got {symbols}")
+
+
+class SokobanEnv(TextEnv):
+    name = "sokoban"
+    description = "Sokoban: push every box onto a target."
+    config_class = SokobanConfig
+
+    def _reset(self, rng: np.random.Generator) -> dict:
+        cfg = self.config
+        depth = min(cfg.search_depth, cfg.max_actions)
+        self.level: Level = generate_level(cfg.dim_x, cfg.dim_y, cfg.num_boxes, depth, rng)
+        self.player = self.level.player
+        self.boxes = set(self.level.boxes)
+        return {}
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        move = DIRS.get(normalise_action(action))
+        if move is None:
+            return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
+        floor, targets = self.level.floor, self.level.targets
+        before = len(self.boxes & targets)
+        nxt = (self.player[0] + move[0], self.player[1] + move[1])
+        moved = False
+        if nxt in self.boxes:
+            beyond = (nxt[0] + move[0], nxt[1] + move[1])
+            if beyond in floor and beyond not in self.boxes:
+                self.boxes.remove(nxt)
+                self.boxes.add(beyond)
+                self.player, moved = nxt, True
+        elif nxt in floor:
+            self.player, moved = nxt, True
+        after = len(self.boxes & targets)
+        reward = STEP_PENALTY + BOX_ON_REWARD * max(after - before, 0) + BOX_OFF_PENALTY * max(before - after, 0)
+        solved = after == len(targets)
+        if solved:
+            reward += SOLVED_REWARD
+        return reward, solved, {"action_is_valid": True, "action_is_effective": moved}
+
+    def _success(self) -> bool:
+        return self.boxes == self.level.targets
+
+    def _render(self) -> str:
+        sym, lv = self.config.symbols, self.level
+        rows = []
+        for r in range(lv.dim_y):
+            row = []
+            for c in range(lv.dim_x):
+                p, on_target = (r, c), (r, c) in lv.targets
+                if p == self.player:
+                    role = "player_on_target" if on_target else "player"
+                elif p in self.boxes:
+                    role = "box_on_target" if on_target else "box"
+                elif p in lv.floor:
+                    role = "target" if on_target else "floor"
+                else:
+                    role = "wall"
+                row.append(sym[role])
+            rows.append("".join(row))
+        return "\n".join(rows)
+
+    def instruction(self) -> str:
+        s = self.config.symbols
+        legend = ", ".join(f"{s[role]}: {role.replace('_', ' ')}" for role in ROLES)
+        return (
+            "You are solving the Sokoban puzzle. You are the player and you need to push all boxes to targets. "
+            "When you are right next to a box, you can push it by moving in the same direction. "
+            "You cannot push a box through a wall, and you cannot pull a box.\n"
+            f"The meaning of each symbol in the state is:\n{legend}\n"
+            f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
+        )
+
+    def valid_actions(self) -> list[str]:
+        return list(ACTION_NAMES)

@@ -1,0 +1,93 @@
+"""FrozenLake on Gymnasium's dynamics: seeded map, scripted moves, solvability, slip rates."""
+
+import numpy as np
+import pytest
+
+from ragen_cli.envs.frozenlake import has_path, random_map
+from ragen_cli.envs.registry import make_env
+
+SEED0 = "__O_\n____\nPG_O\n____"  # player (2,0), goal (2,1), holes (0,2), (2,3)
+
+
+def test_seed0_first_observation_and_goal():
+    env = make_env("frozenlake", {"is_slippery": False})
+    obs, info = env.reset(seed=0)
+    assert obs == SEED0
+    assert info["map"] == ["FFHF", "FFFF", "SGFH", "FFFF"]
+    obs, r, term, trunc, info = env.step("Left")  # edge: gymnasium keeps the player in place
+    assert (obs, r, term, info["action_is_valid"], info["action_is_effective"]) == (SEED0, 0.0, False, True, False)
+    obs, r, term, trunc, info = env.step(" right ")
+    assert (obs, r, term, trunc, info["success"]) == ("__O_\n____\n_√_O\n____", 1.0, True, False, True)
+
+
+def test_hole_ends_episode_without_reward():
+    env = make_env("frozenlake", {"is_slippery": False})
+    env.reset(seed=0)
+    for action in ["Up", "Right", "Right"]:  # (1,0) -> (1,1) -> (1,2)
+        assert env.step(action)[1:3] == (0.0, False)
+    obs, r, term, _, info = env.step("Up")  # (0,2) is a hole
+    assert (obs.split("\n")[0], r, term, info["success"]) == ("__X_", 0.0, True, False)
+
+
+def test_invalid_actions_leave_state_and_truncate_at_budget():
+    env = make_env("frozenlake", {"max_actions": 2})
+    env.reset(seed=0)
+    obs, r, term, trunc, info = env.step("jump")
+    assert (obs, r, term, trunc, info["action_is_valid"]) == (SEED0, 0.0, False, False, False)
+    assert env.step("")[3] is True
+
+
+def test_random_strings_never_raise():
+    rng = np.random.default_rng(2)
+    env = make_env("frozenlake", {"max_actions": 1000})
+    env.reset(seed=1)
+    for _ in range(1000):
+        action = "".join(rng.choice(list("LeftDownRightUp \n|x"), size=rng.integers(0, 12)))
+        _, _, term, trunc, _ = env.step(action)
+        if term or trunc:
+            env.reset(seed=int(rng.integers(1000)))
+
+
+def test_every_generated_map_has_a_path_and_moved_start_goal():
+    starts = set()
+    for seed in range(300):
+        board = random_map(4, 0.8, np.random.default_rng(seed))
+        assert has_path(board)
+        flat = "".join(board)
+        assert flat.count("S") == 1 and flat.count("G") == 1
+        starts.add(flat.index("S"))
+    assert len(starts) > 8  # start is not pinned to the corner
+    assert not has_path(["SH", "HG"])
+
+
+def _pos(obs):
+    rows = obs.split("\n")
+    return next((r, c) for r, row in enumerate(rows) for c, ch in enumerate(row) if ch in "PX√")
+
+
+def test_slippery_transition_frequencies():
+    # gymnasium's slippery rule: action a goes to directions (a-1)%4, a, (a+1)%4 with 1/3 each.
+    # Count only moves whose three destination cells are inside the map (no clipping), so the
+    # three outcomes are distinct. n samples -> std of a frequency sqrt(2/9 / n); allow 4 std.
+    moves = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
+    names = list(moves)  # gymnasium's order 0..3
+    env = make_env("frozenlake", {"size": 6, "max_actions": 10**6})
+    rng = np.random.default_rng(4)
+    counts, n, seed = {"intended": 0, "minus": 0, "plus": 0}, 0, 0
+    obs, _ = env.reset(seed=seed)
+    while n < 6000:
+        a = int(rng.integers(4))
+        (r, c) = _pos(obs)
+        outcomes = {k: moves[names[(a + off) % 4]] for k, off in (("minus", -1), ("intended", 0), ("plus", 1))}
+        inside = all(0 <= r + dr < 6 and 0 <= c + dc < 6 for dr, dc in outcomes.values())
+        obs, _, term, _, _ = env.step(names[a])
+        if inside:
+            r2, c2 = _pos(obs)
+            counts[next(k for k, d in outcomes.items() if d == (r2 - r, c2 - c))] += 1
+            n += 1
+        if term:
+            seed += 1
+            obs, _ = env.reset(seed=seed)
+    tol = 4 * np.sqrt(2 / 9 / n)
+    for k, v in counts.items():
+        assert v / n == pytest.approx(1 / 3, abs=tol), (k, v, n)

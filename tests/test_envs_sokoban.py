@@ -1,0 +1,103 @@
+"""Sokoban: seeded levels, gym_sokoban rewards, invalid actions, solvability of generated levels."""
+
+import numpy as np
+import pytest
+
+from ragen_cli.envs.registry import make_env
+from ragen_cli.envs.sokoban_gen import Level, generate_level, solve
+
+SEED0 = "######\n######\n######\n#__P_#\n##_XO#\n######"
+
+
+def test_seed0_first_observation_and_scripted_solution():
+    env = make_env("sokoban")
+    obs, _ = env.reset(seed=0)
+    # hand-read: player (3,3), box (4,3), target (4,4); floor (3,1..4), (4,2..4)
+    assert obs == SEED0
+    # Up: (2,3) is wall -> no move, still the -0.1 step penalty
+    obs, r, term, trunc, info = env.step("Up")
+    assert (obs, r, term, info["action_is_valid"], info["action_is_effective"]) == (SEED0, -0.1, False, True, False)
+    assert env.step(" left")[1] == pytest.approx(-0.1)        # player (3,2)
+    assert env.step("DOWN")[1] == pytest.approx(-0.1)         # player (4,2)
+    obs, r, term, trunc, info = env.step("Right")             # push box (4,3) -> target (4,4)
+    assert r == pytest.approx(-0.1 + 1.0 + 10.0)              # step + box on target + solved
+    assert (term, trunc, info["success"]) == (True, False, True)
+    assert obs == "######\n######\n######\n#____#\n##_P√#\n######"
+
+
+def _set_level(env, level):
+    env.level, env.player, env.boxes = level, level.player, set(level.boxes)
+
+
+def test_box_on_then_off_target_and_blocked_push():
+    env = make_env("sokoban", {"num_boxes": 2})
+    env.reset(seed=0)
+    floor = frozenset((r, c) for r in (1, 2) for c in (1, 2, 3, 4))
+    # row 1: P X O _ ; row 2: _ X _ O   (two boxes so one placement does not solve)
+    _set_level(env, Level(6, 4, floor, frozenset({(1, 3), (2, 4)}), frozenset({(1, 2), (2, 2)}), (1, 1)))
+    assert env._render() == "######\n#PXO_#\n#_X_O#\n######"
+    obs, r, term, _, _ = env.step("right")
+    assert (obs.split("\n")[1], r, term) == ("#_P√_#", pytest.approx(0.9), False)   # -0.1 + 1
+    obs, r, term, _, _ = env.step("right")
+    assert (obs.split("\n")[1], r, term) == ("#__SX#", pytest.approx(-1.1), False)  # -0.1 - 1; player now on the target (S)
+    _, r, _, _, info = env.step("right")  # box against the wall: no push
+    assert (r, info["action_is_effective"]) == (pytest.approx(-0.1), False)
+
+
+def test_invalid_actions_and_budget_truncation():
+    env = make_env("sokoban")  # the budget also bounds generation, so keep the default 10
+    env.reset(seed=0)
+    for action in ["", "upp", "Up Down", "push", "4"] * 2:
+        obs, r, term, trunc, info = env.step(action)
+        assert (obs, r, term, info["action_is_valid"]) == (SEED0, 0.0, False, False)
+        if trunc:
+            break
+    assert trunc and env.actions_left == 0
+
+
+def test_random_strings_never_raise():
+    rng = np.random.default_rng(1)
+    words = ["up", "Down", " left ", "RIGHT", "x", "||", "<answer>", "上", "\x00", "right right"]
+    env = make_env("sokoban-large", {"max_actions": 1000})
+    env.reset(seed=3)
+    for _ in range(1000):
+        action = "".join(rng.choice(words, size=rng.integers(0, 3)))
+        _, _, term, trunc, _ = env.step(action)
+        if term or trunc:
+            env.reset(seed=int(rng.integers(100)))
+
+
+def test_vocab_variant_uses_other_symbols_same_level():
+    env = make_env("sokoban-vocab")
+    obs, _ = env.reset(seed=0)
+    assert obs == "WWWWWW\nWWWWWW\nWWWWWW\nW..A.W\nWW.BGW\nWWWWWW"
+    assert "W: wall" in env.instruction() and "@: player on target" in env.instruction()
+
+
+def test_same_seed_same_level_different_seeds_differ():
+    env = make_env("sokoban-large")
+    first = [env.reset(seed=s)[0] for s in range(20)]
+    assert first == [env.reset(seed=s)[0] for s in range(20)]
+    assert len(set(first)) > 15
+
+
+@pytest.mark.parametrize("dim,boxes", [(6, 1), (8, 2)])
+def test_500_levels_solvable_within_budget(dim, boxes):
+    # budget = max_actions = 10 (default); the generator bounds reverse play by it
+    lengths = []
+    for seed in range(500):
+        level = generate_level(dim, dim, boxes, 10, np.random.default_rng(seed))
+        assert not level.boxes & level.targets
+        path = solve(level, 10)
+        assert path is not None, f"seed {seed} unsolvable within 10"
+        lengths.append(len(path))
+    assert 1 <= min(lengths) and max(lengths) <= 10 and np.mean(lengths) > 3
+
+
+def test_solver_finds_the_hand_solution_and_reports_unsolvable():
+    env = make_env("sokoban")
+    env.reset(seed=0)
+    assert solve(env.level, 10) == ["left", "down", "right"]
+    assert solve(env.level, 2) is None
+    stuck = Level(6, 4, frozenset({(1, 1), (1, 2), (1, 3), (1, 4)}), frozenset({(1, 4)}), frozenset({(1, 1)}), (1, 2))
+    assert solve(stuck, 20) is None  # box in a corner, target on the other side
