@@ -1,0 +1,106 @@
+"""The generation backend interface, the backend factory and the sync parity probe.
+
+Backends (docs/internals.md, "rollout/"):
+- `hf_backend.HFBackend`: transformers `generate` on the policy model itself;
+- `vllm_backend.VLLMBackend`: a vLLM engine created once, weights pushed after each update;
+- `auto`: vLLM when it imports and its engine starts, else HF; the choice is logged.
+
+All backends return log-probs under the unmodified model distribution (temperature 1, no
+top-p), which is what the trainer computes; `score` gives the same quantity for a given
+sequence so the trainer can compare after every sync (`parity_gap`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Protocol
+
+from ragen_cli.rollout.types import Sample
+
+log = logging.getLogger("ragen.rollout")
+
+
+class ParityError(RuntimeError):
+    """Trainer and rollout engine disagree after a weight sync (stale or half-applied sync)."""
+
+
+class Backend(Protocol):
+    name: str  # "hf" or "vllm"
+
+    def generate(self, prompts: list[list[int]], *, n: int, max_tokens: int, temperature: float,
+                 top_p: float, seed: int) -> list[list[Sample]]:
+        """n samples per prompt; temperature 0 means greedy."""
+
+    def sync(self, weights: Any) -> None:
+        """Make the engine serve new weights: a state dict (full fine-tuning, HF names) or the
+        path of a saved PEFT adapter directory (LoRA)."""
+
+    def score(self, token_ids: list[int]) -> list[float]:
+        """log p(token_i | token_<i) for i = 1..len-1 (len(token_ids) - 1 values)."""
+
+
+def parity_gap(trainer_logprobs, engine_logprobs) -> float:
+    """Largest absolute gap between two log-prob sequences of the same tokens."""
+    a, b = [float(x) for x in trainer_logprobs], [float(x) for x in engine_logprobs]
+    if len(a) != len(b) or not a:
+        raise ValueError(f"parity probe needs two equal, non-empty sequences (got {len(a)} and {len(b)})")
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
+def check_parity(trainer_logprobs, engine_logprobs, threshold: float) -> float:
+    """`parity_gap`, raising `ParityError` when it exceeds `threshold`."""
+    gap = parity_gap(trainer_logprobs, engine_logprobs)
+    if not gap <= threshold:
+        raise ParityError(
+            f"rollout engine and trainer disagree after weight sync: max log-prob gap {gap:.4g} > "
+            f"rollout.parity_threshold {threshold:g}; the engine is serving stale or half-synced weights"
+        )
+    return gap
+
+
+def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None) -> Backend:
+    """Create the rollout backend for `spec` (a `RunSpec`).
+
+    kind: "vllm", "hf" or "auto". `policy` is the trainer's model for the HF backend (its
+    weights are used directly, so `sync` is a no-op); without it the HF backend loads its own
+    copy of `model_dir` (eval). vLLM needs `model_dir` (weights of the initial policy)."""
+    if kind == "hf":
+        return _make_hf(model_dir, spec, policy)
+    if kind == "vllm":
+        return _make_vllm(model_dir, spec)
+    if kind != "auto":
+        raise ValueError(f"unknown rollout backend {kind!r}; use vllm, hf or auto")
+    try:
+        backend = _make_vllm(model_dir, spec)
+    except Exception as err:  # any import or start-up failure means: fall back
+        log.warning("rollout backend: vLLM unavailable (%s: %s); using HF generate", type(err).__name__, err)
+        return _make_hf(model_dir, spec, policy)
+    log.warning("rollout backend: vLLM")
+    return backend
+
+
+def spec_dtype(spec) -> str:
+    return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[spec.deepspeed.precision]
+
+
+def _make_hf(model_dir, spec, policy):
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.hf_backend import HFBackend
+
+    tokenizer = load_tokenizer(model_dir)
+    if policy is None:
+        from ragen_cli.models.load import load_causal_lm
+
+        return HFBackend(load_causal_lm(model_dir, spec_dtype(spec)), tokenizer, owns_model=True)
+    return HFBackend(policy, tokenizer, owns_model=False)
+
+
+def _make_vllm(model_dir, spec):
+    from ragen_cli.rollout.vllm_backend import VLLMBackend
+
+    lora = spec.model.lora
+    return VLLMBackend(
+        model_dir, dtype=spec_dtype(spec), max_model_len=spec.model.max_context, seed=spec.train.seed,
+        max_lora_rank=lora.rank if lora is not None else None, kv_cache_gib=spec.rollout.vllm_kv_cache_gib,
+    )

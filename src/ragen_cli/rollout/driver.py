@@ -1,0 +1,166 @@
+"""The multi-turn rollout driver: P groups x N copies of an env, run in lockstep.
+
+Every turn, one batched `backend.generate` call serves all live episodes (identical prompts,
+e.g. the N copies of a group at turn 1, are sent once with n=N); finished episodes drop out.
+Group g shares `seeds[g]` across its N copies. Each episode becomes one `Trajectory`: the
+exact token ids the model saw and sampled, a loss mask that is 1 on sampled tokens only,
+sampling log-probs, and per-turn rewards placed at each turn's last sampled token.
+
+Rules (issue 4, REFERENCE.md section 1):
+1. Per-turn reward = sum of env rewards of the actions run that turn + `format_penalty` when
+   the reply does not parse (then no action is run, but the turn counts).
+2. Actions run in order until the episode ends (terminated or the env's action budget).
+3. Before each turn, if the trajectory plus the new prompt tokens plus `max_tokens_per_turn`
+   would exceed `max_context`, the episode ends there (truncated, overflow); it never crashes.
+   The check uses the full trajectory (what the trainer sees), also with a context window.
+4. With `context_window=w`, the sampler sees the first message plus the last w turns, while
+   the trajectory keeps the full history. The recorded `old_logprobs` are then the sampler's
+   (behaviour policy) log-probs under the windowed prompt, so the trainer's first ratio on
+   later turns is pi(a | full history) / mu(a | window): an importance weight, not 1.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ragen_cli.rollout.context import ChatFormat, EpisodeContext, turn_text
+from ragen_cli.rollout.parse import parse_reply
+from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
+
+
+@dataclass
+class _Episode:
+    env: Any
+    ctx: EpisodeContext
+    traj: Trajectory
+    obs: str
+    done: bool = False
+    terminated: bool = False  # the env reached a terminal state (not a budget cut)
+    prev_reward: float | None = None
+
+
+def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int, rollout,
+                 max_context: int, sample_seed: int) -> list[Trajectory]:
+    """Run len(seeds) x group_size episodes; trajectories come grouped in order (group = index
+    into `seeds`). `env_ref` has `.name` and `.config` (spec `EnvRef`); `rollout` is the spec's
+    `RolloutSpec` (pass a copy with another temperature for validation)."""
+    from ragen_cli.envs.registry import make_env
+
+    if group_size < 1 or not seeds:
+        raise ValueError("run_rollouts needs at least one seed and group_size >= 1")
+    fmt = ChatFormat(tokenizer, rollout.think)
+    episodes = []
+    for group, seed in enumerate(seeds):
+        for _ in range(group_size):
+            env = make_env(env_ref.name, dict(env_ref.config))
+            obs, _info = env.reset(seed=seed)
+            ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
+            traj = Trajectory(group=group, seed=seed, env_name=env_ref.name)
+            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs))
+    for turn in range(1, rollout.max_turns + 1):
+        live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
+        if not live:
+            break
+        prompts = [ep.ctx.window_prompt(rollout.context_window) or ep.traj.input_ids for ep in live]
+        samples = generate_grouped(backend, prompts, rollout, seed=sample_seed * 1009 + turn)
+        for ep, sample in zip(live, samples):
+            _close_turn(ep, sample, rollout, tokenizer)
+            ep.done = ep.done or turn == rollout.max_turns
+    for ep in episodes:
+        ep.traj.truncated = ep.traj.overflow or not ep.terminated
+        ep.traj.check()
+    return [ep.traj for ep in episodes]
+
+
+def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
+    """Append the prompt tokens of `turn`; False (and end the episode) when it would overflow."""
+    actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
+    block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn)
+    ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
+    if len(ep.traj.input_ids) + len(ids) + rollout.max_tokens_per_turn > max_context:
+        if not ep.traj.input_ids:  # not even the first prompt fits: keep it, nothing trained
+            ep.traj.append(ids, 0)
+        ep.done = True
+        ep.traj.truncated = ep.traj.overflow = True
+        return False
+    ep.ctx.commit_prompt(block, ep.prev_reward, ids)
+    ep.traj.append(ids, 0)
+    return True
+
+
+def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
+    """Record the sampled reply, run its actions, record the turn."""
+    traj = ep.traj
+    traj.append(sample.token_ids, 1, sample.logprobs)
+    turn_end = len(traj.input_ids) - 1
+    traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
+    reply = ep.ctx.fmt.prefill + sample.text
+    parsed = parse_reply(reply, rollout.think, rollout.action_sep, rollout.max_actions_per_turn)
+    record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
+                        format_ok=parsed.format_ok, finish_reason=sample.finish_reason)
+    reward = 0.0 if parsed.format_ok else rollout.format_penalty
+    for action in parsed.actions:
+        obs, r, terminated, truncated, info = ep.env.step(action)
+        reward += r
+        record.executed += 1
+        record.valid += bool(info.get("action_is_valid", False))
+        record.effective += bool(info.get("action_is_effective", False))
+        ep.obs = obs
+        traj.success = bool(info.get("success", False))
+        if terminated or truncated:
+            ep.done = True
+            ep.terminated = bool(terminated)
+            break
+    record.reward = reward
+    ep.prev_reward = reward
+    traj.turns.append(record)
+    traj.turn_end.append(turn_end)
+    traj.turn_rewards.append(reward)
+
+
+def generate_grouped(backend, prompts: list[list[int]], rollout, seed: int) -> list[Sample]:
+    """One `generate` call for all prompts, one sample each. When every distinct prompt occurs
+    equally often (the N copies of each group at turn 1), send each once with n = that count."""
+    index: dict[tuple[int, ...], list[int]] = {}
+    for i, prompt in enumerate(prompts):
+        index.setdefault(tuple(prompt), []).append(i)
+    counts = {len(v) for v in index.values()}
+    kwargs = dict(max_tokens=rollout.max_tokens_per_turn, temperature=rollout.temperature,
+                  top_p=rollout.top_p, seed=seed)
+    if len(counts) == 1 and counts != {1}:
+        n = counts.pop()
+        outs = backend.generate([list(k) for k in index], n=n, **kwargs)
+        result: list[Sample | None] = [None] * len(prompts)
+        for positions, samples in zip(index.values(), outs):
+            for pos, sample in zip(positions, samples):
+                result[pos] = sample
+        return result  # type: ignore[return-value]
+    return [out[0] for out in backend.generate(prompts, n=1, **kwargs)]
+
+
+def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
+    """Per-batch rollout metrics, named as in monitor/metrics.py."""
+    turns = [t for traj in trajs for t in traj.turns]
+    generated = sum(traj.num_generated for traj in trajs)
+    executed = sum(t.executed for t in turns)
+    return {
+        "episode/response_tokens_per_turn": generated / max(1, len(turns)),
+        "episode/turns": len(turns) / max(1, len(trajs)),
+        "episode/actions": executed / max(1, len(trajs)),
+        "episode/valid_action_ratio": sum(t.valid for t in turns) / max(1, executed),
+        "episode/effective_action_ratio": sum(t.effective for t in turns) / max(1, executed),
+        "episode/format_error_ratio": sum(not t.format_ok for t in turns) / max(1, len(turns)),
+        "episode/truncated": float(sum(traj.truncated for traj in trajs)),
+        "train/success": sum(traj.success for traj in trajs) / max(1, len(trajs)),
+        "timing/rollout_s": seconds,
+        "perf/rollout_tokens_per_s": generated / seconds if seconds > 0 else 0.0,
+    }
+
+
+def timed_rollouts(*args, **kwargs) -> tuple[list[Trajectory], dict[str, float]]:
+    """`run_rollouts` plus its `rollout_stats`."""
+    start = time.perf_counter()
+    trajs = run_rollouts(*args, **kwargs)
+    return trajs, rollout_stats(trajs, time.perf_counter() - start)

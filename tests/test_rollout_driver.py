@@ -1,0 +1,174 @@
+"""The driver and the context builder against a scripted model (issue 4 acceptance).
+
+`ScriptedBackend` is a real `Backend` whose "model" replies with fixed texts: it stands in for
+the language model, not for the code under test (context building, token bookkeeping, masks,
+rewards, overflow). Sokoban seed 1 starts as
+
+    ######
+    ######
+    #___O#
+    #_X__#
+    #P_###
+    ######
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ragen_cli.rollout.driver import rollout_stats, run_rollouts
+from ragen_cli.rollout.types import Sample
+from ragen_cli.spec.models import EnvRef, RolloutSpec
+
+INSTR = (
+    "You are solving the Sokoban puzzle. You are the player and you need to push all boxes to targets. "
+    "When you are right next to a box, you can push it by moving in the same direction. You cannot push "
+    "a box through a wall, and you cannot pull a box.\nThe meaning of each symbol in the state is:\n"
+    "#: wall, _: floor, O: target, √: box on target, X: box, P: player, S: player on target\n"
+    "Your available actions are:\nUp, Down, Left, Right\n"
+)
+FMT = ("Always output: <think> [Your thoughts] </think> <answer> [your answer] </answer> with no extra "
+       "text. Strictly follow this format. Max response length: 12 words (tokens).\n")
+
+
+class ScriptedBackend:
+    """Replies[k] is the text the 'model' writes in call k (the same for every prompt); it is
+    tokenised, cut at max_tokens, and given log-prob -0.5 per token."""
+
+    name = "scripted"
+
+    def __init__(self, tokenizer, replies):
+        self.tok, self.replies, self.calls = tokenizer, list(replies), []
+
+    def generate(self, prompts, *, n, max_tokens, temperature, top_p, seed):
+        self.calls.append([list(p) for p in prompts])
+        ids = self.tok(self.replies[len(self.calls) - 1], add_special_tokens=False)["input_ids"][:max_tokens]
+        reason = "stop" if ids[-1] == self.tok.eos_token_id else "length"
+        sample = Sample(ids, [-0.5] * len(ids), self.tok.decode(ids), reason)
+        return [[sample] * n for _ in prompts]
+
+
+@pytest.fixture(scope="module")
+def tok(tiny_model_dir):
+    from ragen_cli.models.load import load_tokenizer
+
+    return load_tokenizer(tiny_model_dir)
+
+
+def enc(tok, text):
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+REPLIES = [
+    "push</think><answer>Up</answer><|im_end|>",  # 11 tokens, ends with <|im_end|>
+    "no tags here<|im_end|>",  # format error
+    "x</think><answer>Right || Up</answer> and then some more words to cut",  # cut at 12 tokens
+]
+
+
+def test_three_turn_sokoban_context_matches_hand_written_tokens(tok):
+    rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12)
+    backend = ScriptedBackend(tok, REPLIES)
+    [traj] = run_rollouts(backend, tok, EnvRef(name="sokoban"), [1], 1, rollout, 4096, 0)
+    # Hand-written: Up moves P from row 4 to row 3 (-0.1, 9 actions left); turn 2 does not parse
+    # (-0.1 penalty, state unchanged); turn 3 runs Right (pushes X one cell right) then Up (-0.2).
+    parts = [
+        "<|im_start|>system\nYou're a helpful assistant. <|im_end|>\n<|im_start|>user\n" + INSTR
+        + 'You can take up to 5 actions per turn, separated by the action separator "||".\n'
+        "Turn 1:\nState:\n######\n######\n#___O#\n#_X__#\n#P_###\n######\nYou have 10 actions left. " + FMT
+        + "<|im_end|>\n<|im_start|>assistant\n<think>",
+        "\n<|im_start|>user\nReward:\n-0.1\n\nTurn 2:\nState:\n######\n######\n#___O#\n#PX__#\n#__###\n######\n"
+        "You have 9 actions left. " + FMT + "<|im_end|>\n<|im_start|>assistant\n<think>",
+        "\n<|im_start|>user\nReward:\n-0.1\n\nTurn 3:\nState:\n######\n######\n#___O#\n#PX__#\n#__###\n######\n"
+        "You have 9 actions left. " + FMT + "<|im_end|>\n<|im_start|>assistant\n<think>",
+    ]
+    r1, r2, r3 = enc(tok, REPLIES[0]), enc(tok, REPLIES[1]), enc(tok, REPLIES[2])[:12]
+    end3 = enc(tok, "<|im_end|>")  # turn 3 hit max_tokens: the template's end-of-turn, mask 0
+    p = [enc(tok, part) for part in parts]
+    expected = p[0] + r1 + p[1] + r2 + p[2] + r3 + end3
+    assert traj.input_ids == expected
+    assert traj.loss_mask == [0] * len(p[0]) + [1] * 11 + [0] * len(p[1]) + [1] * 4 + [0] * len(p[2]) + [1] * 12 + [0]
+    assert traj.old_logprobs == [-0.5 if m else 0.0 for m in traj.loss_mask]
+    # turn ends: last sampled token of each turn
+    e1 = len(p[0]) + 11 - 1
+    e2 = e1 + len(p[1]) + 4
+    e3 = e2 + len(p[2]) + 12
+    assert traj.turn_end == [e1, e2, e3]
+    assert traj.turn_rewards == pytest.approx([-0.1, -0.1, -0.2])
+    assert traj.episode_reward == pytest.approx(-0.4)
+    assert [t.actions for t in traj.turns] == [["Up"], [], ["Right", "Up"]]
+    assert [t.format_ok for t in traj.turns] == [True, False, True]
+    assert [(t.valid, t.effective, t.executed) for t in traj.turns] == [(1, 1, 1), (0, 0, 0), (2, 2, 2)]
+    assert [t.finish_reason for t in traj.turns] == ["stop", "stop", "length"]
+    assert traj.truncated and not traj.overflow and not traj.success  # turn budget, not solved
+    # the prompt of each turn is exactly the trajectory so far (sampled ids never re-tokenised)
+    assert backend.calls[1] == [expected[: e1 + 1] + p[1]]
+    assert backend.calls[2] == [expected[: e2 + 1] + p[2]]
+
+
+def test_mask_covers_exactly_the_sampled_tokens_and_no_observation(tok):
+    """Mask audit: decoding each maximal run of mask-1 tokens gives exactly one reply."""
+    rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12)
+    [traj] = run_rollouts(ScriptedBackend(tok, REPLIES), tok, EnvRef(name="sokoban"), [1], 1, rollout, 4096, 0)
+    runs, cur = [], []
+    for tid, m in zip(traj.input_ids, traj.loss_mask):
+        if m:
+            cur.append(tid)
+        elif cur:
+            runs.append(cur)
+            cur = []
+    runs += [cur] if cur else []
+    assert [tok.decode(r) for r in runs] == [REPLIES[0], REPLIES[1], "x</think><answer>Right || Up</answer>"]
+    trained = "".join(tok.decode(r) for r in runs)
+    assert "State:" not in trained and "Reward:" not in trained and "<|im_start|>" not in trained
+
+
+def test_groups_share_seeds_and_identical_prompts_are_sent_once(tok):
+    rollout = RolloutSpec(max_turns=1, max_tokens_per_turn=12)
+    backend = ScriptedBackend(tok, REPLIES[:1])
+    trajs = run_rollouts(backend, tok, EnvRef(name="sokoban"), [1, 2, 3], 4, rollout, 4096, 0)
+    assert [t.group for t in trajs] == [0] * 4 + [1] * 4 + [2] * 4
+    assert [t.seed for t in trajs] == [1] * 4 + [2] * 4 + [3] * 4
+    assert len(backend.calls[0]) == 3  # 3 distinct first prompts, each with n=4
+    assert trajs[0].input_ids == trajs[3].input_ids != trajs[4].input_ids
+
+
+def test_overflow_ends_the_trajectory_cleanly(tok):
+    # The first prompt is ~200 tokens; with max_context = first prompt + 12 + 5 the first turn
+    # fits (prompt + 12 <= ctx) but turn 2 (about 100 more prompt tokens) does not.
+    rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12)
+    [full] = run_rollouts(ScriptedBackend(tok, REPLIES), tok, EnvRef(name="sokoban"), [1], 1, rollout, 4096, 0)
+    first_prompt = full.turn_end[0] - 10  # turn 1 sampled 11 tokens ending at turn_end[0]
+    ctx = first_prompt + 12 + 5
+    [traj] = run_rollouts(ScriptedBackend(tok, REPLIES), tok, EnvRef(name="sokoban"), [1], 1, rollout, ctx, 0)
+    assert traj.overflow and traj.truncated
+    assert len(traj.turns) == 1 and traj.turn_end == [full.turn_end[0]]
+    assert traj.input_ids == full.input_ids[: full.turn_end[0] + 1]
+    assert len(traj.input_ids) <= ctx
+    # not even the first prompt fits: kept as prompt only, nothing trained, no generate call
+    backend = ScriptedBackend(tok, REPLIES)
+    [empty] = run_rollouts(backend, tok, EnvRef(name="sokoban"), [1], 1, rollout, first_prompt + 11, 0)
+    assert empty.overflow and empty.turns == [] and sum(empty.loss_mask) == 0 and backend.calls == []
+    stats = rollout_stats([traj, empty], seconds=2.0)
+    assert stats["episode/truncated"] == 2.0 and stats["perf/rollout_tokens_per_s"] == 11 / 2.0
+
+
+def test_context_window_keeps_the_last_turns_for_the_sampler_only(tok):
+    rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12, context_window=1)
+    backend = ScriptedBackend(tok, REPLIES)
+    [traj] = run_rollouts(backend, tok, EnvRef(name="sokoban"), [1], 1, rollout, 4096, 0)
+    [full] = run_rollouts(ScriptedBackend(tok, REPLIES), tok, EnvRef(name="sokoban"), [1], 1,
+                          RolloutSpec(max_turns=3, max_tokens_per_turn=12), 4096, 0)
+    assert traj.input_ids == full.input_ids and traj.loss_mask == full.loss_mask  # trained: full history
+    turn3_prompt = tok.decode(backend.calls[2][0])
+    # window 1 at turn 3: system + instruction + only turn 3's state; no earlier reply or reward
+    assert turn3_prompt.count("<|im_start|>") == 3 and "Turn 3:" in turn3_prompt
+    assert "Turn 1:" not in turn3_prompt and "Turn 2:" not in turn3_prompt and "Reward:" not in turn3_prompt
+    rollout2 = RolloutSpec(max_turns=3, max_tokens_per_turn=12, context_window=2)
+    backend2 = ScriptedBackend(tok, REPLIES)
+    run_rollouts(backend2, tok, EnvRef(name="sokoban"), [1], 1, rollout2, 4096, 0)
+    text = tok.decode(backend2.calls[2][0])
+    # window 2 at turn 3: turn 2 (state + its sampled reply + reward) and turn 3
+    assert "Turn 1:" not in text and "Turn 2:" in text and "no tags here<|im_end|>" in text
+    assert backend2.calls[2][0][-len(enc(tok, "<think>")):] == enc(tok, "<think>")
+    assert "Turn 1:" not in tok.decode(backend.calls[1][0])  # window 1 at turn 2 already drops turn 1
