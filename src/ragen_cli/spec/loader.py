@@ -71,14 +71,14 @@ def apply_override(data: dict[str, Any], ov: Override) -> Problem | None:
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         else:
-            return Problem(f"--set {ov.raw}", join_path(ov.path[: i + 1]), "cannot set a key inside a value that is not a mapping")
+            return Problem(f"--set {ov.raw}", join_path(ov.path[:i]), "cannot set a key inside a value that is not a mapping")
     last = ov.path[-1]
     if isinstance(node, dict) and not isinstance(last, int):
         node[last] = ov.value
     elif isinstance(node, list) and isinstance(last, int) and last < len(node):
         node[last] = ov.value
     else:
-        return Problem(f"--set {ov.raw}", join_path(ov.path), "cannot set a key inside a value that is not a mapping")
+        return Problem(f"--set {ov.raw}", join_path(ov.path[:-1]), "cannot set a key inside a value that is not a mapping")
     return None
 
 

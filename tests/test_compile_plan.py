@@ -1,0 +1,184 @@
+"""compile_plan: sizes, DeepSpeed JSON, vLLM args, env and launch, against hand-derived numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ragen_cli.compile.deepspeed_config import scheduler_block
+from ragen_cli.compile.launch import vllm_lora_rank
+from ragen_cli.compile.plan import Plan, compile_plan
+from ragen_cli.compile.render import print_plan
+from ragen_cli.compile.sizes import derive_sizes, kept_groups
+from ragen_cli.spec.loader import load, load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CPU_SPEC = """\
+name: cpu-run
+model: {name: tiny-random, max_context: 1024, lora: {rank: 12, alpha: 24}}
+env:
+  train: {name: bandit, groups: 8, group_size: 8}
+rollout: {max_turns: 1, max_tokens_per_turn: 128, vllm_kv_cache_gib: 3}
+train: {steps: 30, micro_batch: 4, lr_actor: 5.0e-5, lr_critic: 1.0e-4, schedule: cosine, warmup_steps: 3}
+deepspeed: {precision: bf16, device: cpu}
+"""
+
+
+@pytest.fixture
+def cpu_plan(tmp_path: Path) -> Plan:
+    path = tmp_path / "cpu.yaml"
+    path.write_text(CPU_SPEC)
+    return compile_plan(load_spec(path), device="cpu", cpu_count=2)
+
+
+def test_cpu_single_process_sizes(cpu_plan: Plan):
+    # P x N = 8 x 8 = 64; kept floor(0.25 x 8) = 2 groups x 8 = 16; mini = all kept = 16;
+    # grad accum = 16 / (micro 4 x world 1) = 4; one optimizer step per update; 30 steps -> 30.
+    s = cpu_plan.sizes
+    assert (s.world_size, s.trajectories_per_step, s.kept_groups, s.kept_trajectories) == (1, 64, 2, 16)
+    assert (s.mini_batch, s.micro_batch, s.grad_accum_steps) == (16, 4, 4)
+    assert (s.optimizer_steps_per_update, s.optimizer_steps_per_step, s.total_optimizer_steps) == (1, 1, 30)
+    assert s.micro_batches_per_update == 4
+
+
+def test_cpu_single_process_deepspeed_json(cpu_plan: Plan):
+    ds = cpu_plan.deepspeed
+    assert ds["train_batch_size"] == 16 == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 1
+    assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (4, 4)
+    assert ds["zero_optimization"] == {"stage": 0}
+    assert ds["bf16"] == {"enabled": True} and "fp16" not in ds
+    assert ds["gradient_clipping"] == 1.0
+    assert ds["optimizer"] == {"type": "AdamW", "params": {
+        "lr": 5e-5, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": True}}
+    assert ds["scheduler"] == {"type": "WarmupCosineLR", "params": {
+        "total_num_steps": 30, "warmup_min_ratio": 0.0, "cos_min_ratio": 0.0,
+        "warmup_num_steps": 3, "warmup_type": "linear"}}
+    critic = cpu_plan.critic_deepspeed  # starpo-s: GAE, so a critic with lr_critic
+    assert critic is not None and critic["optimizer"]["params"]["lr"] == 1e-4
+    assert {k: v for k, v in critic.items() if k != "optimizer"} == {k: v for k, v in ds.items() if k != "optimizer"}
+
+
+def test_cpu_single_process_vllm_env_launch(cpu_plan: Plan):
+    assert cpu_plan.vllm == {
+        "model": "{model_dir}", "dtype": "bfloat16", "max_model_len": 1024, "enforce_eager": True,
+        "enable_prefix_caching": True, "max_num_seqs": 64, "seed": 42,
+        "enable_lora": True, "max_lora_rank": 16, "max_loras": 1,  # rank 12 -> vLLM's next allowed rank 16
+    }
+    assert cpu_plan.env == {
+        "DS_ACCELERATOR": "cpu", "VLLM_CPU_KVCACHE_SPACE": "3", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+        "VLLM_CPU_OMP_THREADS_BIND": "0-1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+    }
+    assert (cpu_plan.launch.kind, cpu_plan.launch.argv) == ("in-process", ())
+    assert (cpu_plan.run_dir, cpu_plan.lora, cpu_plan.needs_reference) == ("runs/cpu-run", True, False)
+
+
+def test_cluster_2x8_plan(monkeypatch):
+    """specs/cluster-2x8.yaml: P=8, N=16 -> 128; kept floor(0.25 x 8) = 2 groups x 16 = 32;
+    world 2 x 8 = 16; mini 16 -> 32 / 16 = 2 optimizer steps per update; grad accum =
+    16 / (micro 1 x 16) = 1; 200 steps x 2 = 400 optimizer steps; 32 / (1 x 16) = 2 micro batches."""
+    monkeypatch.chdir(ROOT)
+    plan = compile_plan(load_spec("specs/cluster-2x8.yaml"))  # device: cuda in the spec
+    s = plan.sizes
+    assert (s.world_size, s.trajectories_per_step, s.kept_trajectories, s.mini_batch) == (16, 128, 32, 16)
+    assert (s.grad_accum_steps, s.optimizer_steps_per_update, s.total_optimizer_steps, s.micro_batches_per_update) == (1, 2, 400, 2)
+    ds = plan.deepspeed
+    assert (ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (16, 1, 1)
+    assert ds["zero_optimization"] == {"stage": 2}
+    assert ds["bf16"] == {"enabled": True}
+    assert ds["optimizer"]["params"] == {"lr": 1e-6, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": False}
+    assert "scheduler" not in ds  # constant schedule without warm-up
+    assert plan.critic_deepspeed["optimizer"]["params"]["lr"] == 1e-5
+    assert plan.device == "cuda" and plan.env == {}
+    assert plan.vllm["enforce_eager"] is False and plan.vllm["gpu_memory_utilization"] == 0.4
+    assert plan.vllm["max_num_seqs"] == 128 and "enable_lora" not in plan.vllm
+    assert plan.launch.kind == "deepspeed"
+    assert list(plan.launch.argv) == [
+        "deepspeed", "--num_nodes", "2", "--num_gpus", "8", "--hostfile", "specs/hostfile.example",
+        "--master_port", "29500", "--module", "ragen_cli.train.worker", "{run_dir}"]
+
+
+def test_cpu_two_processes_use_launcher_without_hostfile(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC.replace("device: cpu}", "device: cpu, procs_per_node: 2}"))
+    plan = compile_plan(load_spec(path), device="cpu", cpu_count=2)
+    # kept 16 / (micro 4 x world 2) = 2 accumulation steps; threads left to the OS across ranks.
+    assert plan.sizes.grad_accum_steps == 2 and plan.deepspeed["train_batch_size"] == 16
+    assert plan.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and "RANK" not in plan.env
+    assert list(plan.launch.argv[:5]) == ["deepspeed", "--num_nodes", "1", "--num_gpus", "2"]
+    assert "--hostfile" not in plan.launch.argv
+
+
+def test_reuse_epochs_and_mini_batches():
+    # kept 16, mini 8 -> 2 optimizer steps per epoch x 2 epochs = 4 per update; online_k 2 -> 8
+    # per step; 30 steps -> 240; grad accum 8 / (4 x 1) = 2; micro batches (16 / 4) x 2 = 8.
+    s = derive_sizes(groups=8, group_size=8, keep_ratio=0.25, nodes=1, procs_per_node=1, micro_batch=4,
+                     mini_batch=8, ppo_epochs=2, online_k=2, steps=30)
+    assert (s.optimizer_steps_per_update, s.optimizer_steps_per_step, s.total_optimizer_steps) == (4, 8, 240)
+    assert (s.grad_accum_steps, s.micro_batches_per_update) == (2, 8)
+
+
+def test_kept_groups_floor_and_minimum():
+    assert kept_groups(8, 0.25) == 2  # the reference: int(0.25 * 8)
+    assert kept_groups(100, 0.29) == 29  # 0.29 * 100 = 28.999999999999996 in floats
+    assert kept_groups(3, 0.25) == 1  # floor(0.75) = 0 -> at least one group
+    assert kept_groups(8, 1.0) == 8
+
+
+def test_schedulers():
+    assert scheduler_block("constant", 1e-5, 0, 10) is None
+    assert scheduler_block("constant", 1e-5, 2, 10) == {"type": "WarmupLR", "params": {
+        "warmup_min_lr": 0.0, "warmup_max_lr": 1e-5, "warmup_num_steps": 2, "warmup_type": "linear"}}
+    assert scheduler_block("linear", 1e-5, 0, 10) == {"type": "WarmupDecayLR", "params": {
+        "total_num_steps": 10, "warmup_min_lr": 0.0, "warmup_max_lr": 1e-5, "warmup_num_steps": 1,
+        "warmup_type": "linear"}}
+
+
+def test_vllm_lora_ranks():
+    assert [vllm_lora_rank(r) for r in (1, 2, 8, 9, 64, 300, 512)] == [1, 8, 8, 16, 64, 320, 512]
+
+
+def test_offload_and_stage3_blocks(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC.replace("{precision: bf16, device: cpu}", "{device: cuda, zero_stage: 3, offload: cpu, precision: fp16}"))
+    ds = compile_plan(load_spec(path)).deepspeed
+    assert ds["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                                       "stage3_gather_16bit_weights_on_model_save": True}
+    assert ds["fp16"] == {"enabled": True, "loss_scale": 0, "initial_scale_power": 16} and "bf16" not in ds
+
+
+def test_plan_is_deterministic_and_json_round_trips(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC)
+    a = compile_plan(load_spec(path), device="cpu", cpu_count=2)
+    b = compile_plan(load_spec(path), device="cpu", cpu_count=2)
+    assert a == b and a.to_json() == b.to_json()
+    assert Plan.from_json(a.to_json()) == a
+    assert json.loads(a.to_json())["deepspeed"]["train_batch_size"] == 16
+
+
+def test_starpo_plan_needs_reference(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC + "algorithm: {preset: starpo}\n")
+    plan = compile_plan(load_spec(path), device="cpu", cpu_count=2)
+    # keep_ratio 1.0 keeps all 8 groups: 64 trajectories, 64 / 4 = 16 accumulation steps
+    assert plan.needs_reference and plan.sizes.kept_trajectories == 64 and plan.sizes.grad_accum_steps == 16
+
+
+def test_print_plan_shows_sizes_provenance_and_launch(tmp_path: Path):
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC + "algorithm: {clip_high: 0.3}\n")
+    loaded = load(path, ["algorithm.entropy_coef=0.0"])
+    console = Console(record=True, width=120)
+    print_plan(compile_plan(loaded.spec, device="cpu", cpu_count=2), loaded.provenance, console=console)
+    text = console.export_text()
+    assert "gradient accumulation steps" in text and "WarmupCosineLR" in text
+    rows = {ln.split("│")[1].strip(): ln for ln in text.splitlines() if ln.count("│") >= 3}
+    assert "user" in rows["clip_high"] and "0.3" in rows["clip_high"]
+    assert "--set" in rows["entropy_coef"] and "preset" in rows["clip_low"] and "default" in rows["gamma"]
+    assert "VLLM_CPU_OMP_THREADS_BIND=0-1" in text and "world size 1" in text
