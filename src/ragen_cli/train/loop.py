@@ -1,0 +1,149 @@
+"""The StarPO / StarPO-S training loop (RAGEN, arXiv 2504.20073), one straight-line step.
+
+    rollout (P groups x N) -> StarPO-S filter -> old log-probs, values, ref log-probs
+    -> token rewards and advantages -> online_k x ppo_epochs x mini-batch updates
+    -> sync to the rollout engine + parity probe -> metrics, trajectories, health -> checkpoint
+
+How this departs from the paper and its reference code (docs/training.md has the details):
+1. Old log-probs are recomputed by the trainer before the update (as verl), so the first
+   ratio is exactly 1; the rollout engine's log-probs are only used by the parity probe.
+2. Online-k is a real loop (k consecutive updates on one rollout batch, all against the same
+   old log-probs); the reference emulates it by enlarging the batch.
+3. The episode's text is trained exactly as sampled (the reference re-formats the parsed
+   reply before training), so trainer and sampler see the same tokens.
+4. Seeds: step k takes the next P seeds from a cursor (saved in checkpoints); validation
+   always uses the same seeds and the same sampling seed.
+5. Rows are not shuffled between mini-batches (bit-identical resume, see update.py).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from ragen_cli.algos.filter import filter_groups
+from ragen_cli.train import checkpoint as ckpt
+from ragen_cli.train import stages
+from ragen_cli.train.batch import collate
+from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
+from ragen_cli.train.update import actor_update, critic_update
+from ragen_cli.train.validate import should_validate
+
+
+def train_step(run: Run, step: int) -> dict[str, float]:
+    """One StarPO step; returns its metrics (all names from monitor.metrics.METRICS)."""
+    spec, a, engines = run.spec, run.spec.algorithm, run.engines
+    t_step = time.perf_counter()
+    # 1. rollout: P initial states x N rollouts each
+    seeds = list(range(run.state.cursor, run.state.cursor + spec.env.train.groups))
+    run.state.cursor += spec.env.train.groups
+    trajs, metrics = stages.gather_rollouts(run, seeds, step)
+    # 2. StarPO-S filter: keep the groups with the highest in-group reward std
+    rewards = torch.tensor([t.episode_reward for t in trajs])
+    keep, fstats = filter_groups(rewards, torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
+    kept = [trajs[i] for i in keep.tolist()]
+    t_update = time.perf_counter()
+    # 3. old log-probs, values and reference log-probs, recomputed by the trainer
+    batch = collate(kept)
+    old = stages.old_scores(run, batch)
+    # 4. token rewards and advantages (GAE with the critic, GRPO or REINFORCE-LOO)
+    adv, returns = stages.advantages(spec, batch, old["values"])
+    # 5. updates on this process's share of the kept rows
+    mine = list(range(run.rank, len(batch), run.world))
+    local = batch.rows(mine)
+    mini_rows = (spec.train.mini_batch or len(batch)) // run.world
+
+    def part(x):
+        return None if x is None else x[mine, : local.mask.shape[1]]
+
+    actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]), spec, mini_rows)
+    critic_stats = None
+    if engines.critic is not None:
+        critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows)
+        metrics.update(stages.critic_stats(old["values"], returns, batch.mask))
+    update_s = time.perf_counter() - t_update
+    # 6. sync the new weights into the rollout engine and check it serves them
+    metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
+    metrics["sync/parity_gap"] = stages.parity_probe(run, batch)
+    # 7. metrics
+    lrs = {"actor": stages.current_lr(engines.actor)}
+    if engines.critic is not None:
+        lrs["critic"] = stages.current_lr(engines.critic)
+    metrics.update(stages.update_metrics(actor_stats, critic_stats, lrs))
+    metrics.update(stages.reward_stats(trajs))
+    metrics.update(stages.diversity_stats(trajs))
+    metrics.update({
+        "filter/in_group_std_before": fstats["in_group_std_before"],
+        "filter/in_group_std_after": fstats["in_group_std_after"],
+        "filter/zero_std_frac": fstats["zero_std_frac"], "filter/kept_frac": fstats["kept_fraction"],
+        "timing/update_s": update_s,
+        "perf/update_tokens_per_s": batch.tokens * stages.passes(spec) / max(update_s, 1e-9),
+        "timing/step_s": time.perf_counter() - t_step,
+    })
+    if run.rank == 0:
+        run.rundir.write_trajectories(step, stages.sample_records(trajs, spec.monitor.trajectories_per_step))
+    return metrics
+
+
+def train(spec, plan, run_dir, resume: bool = False) -> dict:
+    """Run (or resume) the job described by `spec` and its compiled `plan` in `run_dir`.
+    Returns a summary: last step, whether it stopped early, the last metrics."""
+    run = setup(spec, plan, Path(run_dir), resume)
+    stop = {"requested": False}
+
+    def on_sigint(signum, frame):
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+        run.say("ragen: Ctrl-C: finishing this step, saving a checkpoint, then exiting (Ctrl-C again to abort)")
+
+    previous = signal.signal(signal.SIGINT, on_sigint) if run.rank == 0 and _main_thread() else None
+    summary = {"step": run.state.step, "stopped": False, "metrics": {}}
+    try:
+        if run.state.step == 0 and should_validate(spec, 0):
+            log_validation(run, 0)
+        with run.progress() as bar:
+            while run.state.step < spec.train.steps:
+                step = run.state.step + 1
+                metrics = train_step(run, step)
+                run.state.step = step
+                if should_validate(spec, step):
+                    metrics.update(log_validation(run, step))
+                run.log_metrics(step, metrics)
+                decision = health_decision(run, step)
+                bar.advance(step, metrics)
+                summary.update(step=step, metrics=metrics)
+                if decision.action == "intervene":
+                    apply_decision(run, decision)
+                if _checkpoint_due(spec, step) or decision.save_checkpoint or stop["requested"]:
+                    run.save_checkpoint()
+                if decision.action == "stop" or stop["requested"]:
+                    summary["stopped"] = True
+                    break
+        run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"])
+    except BaseException as exc:
+        run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        teardown(run)
+    return summary
+
+
+def _checkpoint_due(spec, step: int) -> bool:
+    every = spec.checkpoint.every
+    return step == spec.train.steps or (every > 0 and step % every == 0)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+__all__ = ["train", "train_step", "ckpt"]

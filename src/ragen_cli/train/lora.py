@@ -1,0 +1,68 @@
+"""LoRA through peft: wrap a model, save only the adapter, merge an adapter for export.
+
+With LoRA on, the trainable parameters are the adapter's A and B matrices (plus, for the
+critic, its value head); checkpoints and weight syncs carry the adapter only (a PEFT adapter
+directory: `adapter_config.json` + `adapter_model.safetensors`, which peft and vLLM's
+`LoRARequest` both load). The reference policy for KL is the actor with the adapter disabled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def lora_config(lora_spec, task_type: str = "CAUSAL_LM"):
+    """peft `LoraConfig` from the spec's `model.lora` section."""
+    from peft import LoraConfig
+
+    targets = lora_spec.target_modules
+    return LoraConfig(
+        r=lora_spec.rank,
+        lora_alpha=lora_spec.alpha,
+        lora_dropout=lora_spec.dropout,
+        target_modules=targets if targets == "all-linear" else list(targets),
+        task_type=task_type,
+        bias="none",
+    )
+
+
+def wrap(model, lora_spec, task_type: str = "CAUSAL_LM"):
+    """`model` with fresh LoRA adapters (B = 0, so the wrapped model starts equal to `model`)."""
+    from peft import get_peft_model
+
+    return get_peft_model(model, lora_config(lora_spec, task_type))
+
+
+def save_adapter(peft_model, out_dir: str | Path) -> Path:
+    """Write the adapter only (safetensors) to `out_dir`."""
+    out = Path(out_dir)
+    peft_model.save_pretrained(str(out), safe_serialization=True)
+    return out
+
+
+def merge_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: str | Path) -> Path:
+    """Load base + adapter, fold the adapter into the weights, save a plain HF directory
+    (safetensors, tokenizer files) that transformers and vLLM load without peft."""
+    import shutil
+
+    from peft import PeftModel
+
+    from ragen_cli.models.load import load_causal_lm
+
+    base = load_causal_lm(base_dir, "float32", "cpu")
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    out = Path(out_dir)
+    merged.save_pretrained(str(out), safe_serialization=True)
+    copy_tokenizer_files(Path(base_dir), out, shutil.copy2)
+    return out
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "chat_template.jinja", "vocab.json", "merges.txt", "generation_config.json")
+
+
+def copy_tokenizer_files(src: Path, dst: Path, copy) -> None:
+    """Copy the tokenizer files a model directory needs (those that exist) from src to dst."""
+    for name in TOKENIZER_FILES:
+        if (src / name).exists() and not (dst / name).exists():
+            copy(src / name, dst / name)

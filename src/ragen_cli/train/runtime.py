@@ -1,0 +1,176 @@
+"""What a running job holds (`Run`), how it starts (`setup`), and the small actions the loop
+takes between steps: logging, validation, health decisions, checkpoints."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ragen_cli.monitor.health import HealthTracker, assess
+from ragen_cli.monitor.intervene import Decision, InterventionState, decide
+from ragen_cli.monitor.rundir import RunDir
+from ragen_cli.train import checkpoint as ckpt
+from ragen_cli.train.progress import StepProgress
+
+
+@dataclass
+class RunState:
+    """Everything besides weights and optimizer that a checkpoint must carry to resume exactly."""
+
+    step: int = 0  # last finished step
+    cursor: int = 0  # next training seed
+    keep_ratio: float = 0.25
+    lr_scale: float = 1.0
+    interventions: int = 0
+    last_intervention_step: int | None = None
+    history: list[dict] = field(default_factory=list)  # metric records (for the health detector)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class Run:
+    spec: Any
+    plan: Any
+    rundir: RunDir
+    model_dir: Path
+    engines: Any
+    backend: Any
+    tokenizer: Any
+    rank: int
+    world: int
+    state: RunState
+    scratch: Path
+    tracker: HealthTracker = field(default_factory=HealthTracker)
+
+    def say(self, text: str) -> None:
+        if self.rank == 0:
+            print(text, flush=True)
+
+    def event(self, kind: str, step: int, **data) -> None:
+        if self.rank == 0:
+            self.rundir.write_event(kind, step, **data)
+
+    def log_metrics(self, step: int, metrics: dict[str, float]) -> None:
+        record = {k: float(v) for k, v in metrics.items() if v is not None}
+        self.state.history.append({"step": step, **record})
+        if self.rank == 0:
+            self.rundir.write_metrics(step, record)
+
+    def save_checkpoint(self) -> Path:
+        step = self.state.step
+        path = ckpt.save(self.rundir.checkpoints_dir, step, self.engines, self.state.to_dict(), self.model_dir,
+                         self.spec.checkpoint.keep, self.rank)
+        self.tracker.note_checkpoint(step)
+        self.event("checkpoint", step, path=str(path))
+        return path
+
+    def progress(self) -> StepProgress:
+        return StepProgress(self.spec.train.steps, self.state.step, enabled=self.rank == 0)
+
+
+def spec_yaml(spec) -> str:
+    """The resolved spec (preset applied, every field explicit) as YAML."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
+
+
+def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
+    """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
+    from ragen_cli.models.builtin import resolve_model
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.backend import make_backend
+    from ragen_cli.train.engine import build_engines, init_distributed
+
+    rank, world = init_distributed(plan.env)
+    rundir = RunDir(run_dir)
+    if rank == 0 and not rundir.spec_path.exists():
+        rundir.create(spec_yaml(spec), plan.to_json(), resume=False)
+    model_dir = Path(resolve_model(spec.model.name))
+    engines = build_engines(spec, plan, model_dir, world)
+    state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
+    policy = engines.actor.module
+    backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy)
+    run = Run(spec, plan, rundir, model_dir, engines, backend, load_tokenizer(model_dir), rank, world, state,
+              Path(tempfile.mkdtemp(prefix="ragen-sync-")))
+    if resume:
+        _restore(run)
+    run.event("start", run.state.step, resume=resume, world_size=world, backend=backend.name,
+              model_dir=str(model_dir))
+    return run
+
+
+def _restore(run: Run) -> None:
+    from ragen_cli.train import stages
+
+    latest = ckpt.latest_checkpoint(run.rundir.checkpoints_dir)
+    if latest is None:
+        raise FileNotFoundError(f"nothing to resume: {run.rundir.checkpoints_dir} holds no checkpoint")
+    saved = ckpt.load(latest, run.engines)
+    fields = RunState().__dict__.keys()
+    run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
+    stages.push_weights(run, f"resume-{run.state.step}")
+    run.say(f"ragen: resumed from {latest} (step {run.state.step})")
+
+
+def teardown(run: Run) -> None:
+    shutil.rmtree(run.scratch, ignore_errors=True)
+    close = getattr(run.backend, "close", None)
+    if callable(close):
+        close()
+
+
+def log_validation(run: Run, step: int) -> dict[str, float]:
+    """Validate on rank 0; at step 0 the metrics go to metrics.jsonl on their own line."""
+    from ragen_cli.train.validate import run_validation
+
+    if run.rank != 0:
+        return {}
+    metrics, _ = run_validation(run.backend, run.tokenizer, run.spec)
+    run.event("val", step, **metrics)
+    if step == 0:
+        run.rundir.write_metrics(0, metrics)
+    return metrics
+
+
+def health_decision(run: Run, step: int) -> Decision:
+    """Echo Trap verdict over the metric history -> `health` event (on change) -> Decision."""
+    cfg = run.spec.monitor.health
+    verdict = assess(run.state.history, cfg)
+    payload = run.tracker.observe(verdict)
+    if payload is not None:
+        run.event("health", step, **payload)
+    s = run.state
+    decision = decide(verdict, cfg, InterventionState(step, s.keep_ratio, s.interventions, s.last_intervention_step,
+                                                      tuple(run.tracker.healthy_checkpoints)))
+    if decision.action != "continue":
+        run.event("intervention", step, **decision.to_event())
+        run.say(f"ragen: health: {decision.message}")
+    return decision
+
+
+def apply_decision(run: Run, decision: Decision) -> None:
+    """Carry out an intervention: stronger filtering, lower learning rates, rollback."""
+    s = run.state
+    step = s.step
+    if decision.rollback_to is not None:
+        path = run.rundir.checkpoints_dir / f"step-{decision.rollback_to}"
+        if path.is_dir():
+            saved = ckpt.load(path, run.engines)
+            s.step, s.history = saved["step"], [r for r in s.history if r["step"] <= saved["step"]]
+            run.tracker.forget_after(s.step)
+    if decision.keep_ratio is not None:
+        s.keep_ratio = decision.keep_ratio
+    if decision.lr_scale is not None:
+        s.lr_scale *= decision.lr_scale
+        for engine in (run.engines.actor, run.engines.critic):
+            if engine is not None:
+                for group in engine.optimizer.param_groups:
+                    group["lr"] *= decision.lr_scale
+    s.interventions += 1
+    s.last_intervention_step = step

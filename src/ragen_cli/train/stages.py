@@ -1,0 +1,151 @@
+"""The pieces of one training step that are not maths: rollouts across processes, scoring with
+the trainer's models, the weight sync with its parity probe, and the step's metrics."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ragen_cli.algos.advantages import ADVANTAGES, AdvantageInputs
+from ragen_cli.algos.losses import explained_variance
+from ragen_cli.train.batch import Batch, score
+from ragen_cli.train.engine import ref_context
+
+
+def step_seeds(first_seed: int, step: int, groups: int) -> list[int]:
+    """Training seeds of step `step` (1-based): each step takes the next P seeds."""
+    start = first_seed + (step - 1) * groups
+    return list(range(start, start + groups))
+
+
+def sample_seed(train_seed: int, step: int, rank: int = 0) -> int:
+    """Sampling seed of a step's rollouts (a pure function of the step: resume replays it)."""
+    return train_seed * 100_003 + step * 101 + rank
+
+
+def gather_rollouts(run, seeds: list[int], step: int):
+    """Every process rolls out its share of the groups; all processes get all trajectories,
+    grouped in seed order (group = index into `seeds`)."""
+    from ragen_cli.rollout.driver import timed_rollouts
+
+    spec = run.spec
+    mine = list(range(run.rank, len(seeds), run.world))
+    trajs, stats = timed_rollouts(run.backend, run.tokenizer, spec.env.train, [seeds[g] for g in mine],
+                                  spec.env.train.group_size, spec.rollout, spec.model.max_context,
+                                  sample_seed(spec.train.seed, step, run.rank))
+    for t in trajs:
+        t.group = mine[t.group]
+    if run.world > 1:
+        parts: list = [None] * run.world
+        torch.distributed.all_gather_object(parts, trajs)
+        trajs = sorted((t for part in parts for t in part), key=lambda t: t.group)
+        if run.rank != 0:
+            stats = {}
+    return trajs, stats
+
+
+def old_scores(run, batch: Batch) -> dict[str, torch.Tensor | None]:
+    """Old log-probs (trainer, before the update), critic values, reference log-probs."""
+    micro = run.spec.train.micro_batch
+    engines = run.engines
+    out: dict[str, torch.Tensor | None] = {"old_logp": score(engines.actor, batch, micro), "values": None, "ref_logp": None}
+    if engines.critic is not None:
+        out["values"] = score(engines.critic, batch, micro, kind="value")
+    if engines.ref is not None:
+        with ref_context(engines):
+            out["ref_logp"] = score(engines.ref, batch, micro)
+    return out
+
+
+def advantages(spec, batch: Batch, values) -> tuple[torch.Tensor, torch.Tensor]:
+    """(adv, returns) [B,T] by the spec's estimator (algos.advantages.ADVANTAGES)."""
+    a = spec.algorithm
+    inp = AdvantageInputs.from_turns(batch.turn_end, batch.turn_rewards, batch.group, batch.mask,
+                                     values=values, turn_level=a.turn_rewards)
+    return ADVANTAGES[a.adv_estimator](inp, a)
+
+
+def critic_stats(values, returns, mask) -> dict[str, float]:
+    return {"critic/explained_var": explained_variance(values, returns, mask)}
+
+
+def push_weights(run, tag: str) -> float:
+    """Make the rollout engine serve the trainer's current weights (the adapter only with LoRA);
+    returns the seconds it took. Nothing to push when the HF backend generates with the
+    trainer's own module."""
+    start = time.perf_counter()
+    module = run.engines.actor.module
+    if getattr(run.backend, "model", None) is module:
+        return 0.0
+    if run.engines.lora:
+        adapter = run.scratch / f"adapter-{tag}"
+        module.save_pretrained(str(adapter), safe_serialization=True)
+        run.backend.sync(adapter)
+    else:
+        run.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
+    return time.perf_counter() - start
+
+
+def parity_probe(run, batch: Batch) -> float:
+    """Trainer vs rollout-engine log-probs on the sampled tokens of the batch's first row;
+    raises ParityError above rollout.parity_threshold (a stale or half-applied sync)."""
+    from ragen_cli.rollout.backend import check_parity
+
+    row = batch.rows([0])
+    n = int(row.attention_mask.sum().item())
+    trainer = score(run.engines.actor, row, 1)[0, : n - 1]
+    engine = torch.tensor(run.backend.score(row.input_ids[0, :n].tolist()))
+    on = row.mask[0, : n - 1].bool()
+    return check_parity(trainer[on].tolist(), engine[on].tolist(), run.spec.rollout.parity_threshold)
+
+
+def reward_stats(trajs) -> dict[str, float]:
+    r = torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64)
+    out = {"reward/mean": r.mean().item(), "reward/std": r.std(unbiased=False).item(),
+           "reward/min": r.min().item(), "reward/max": r.max().item()}
+    high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
+    if high and all(h is not None for h in high):
+        out["train/chose_high_ev"] = sum(map(bool, high)) / len(high)
+    return out
+
+
+def diversity_stats(trajs) -> dict[str, float]:
+    from ragen_cli.monitor.diversity import distinct_n, identical_share
+
+    replies = [turn.reply for t in trajs for turn in t.turns]
+    out = {"diversity/distinct_2": distinct_n(replies, 2), "diversity/identical_share": identical_share(replies)}
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def update_metrics(actor: dict, critic: dict | None, lrs: dict[str, float]) -> dict[str, float]:
+    """Rename the update's stats into the metrics table's names."""
+    out = {
+        "actor/entropy": actor.get("entropy"), "actor/grad_norm": actor.get("grad_norm"),
+        "actor/clip_frac_low": actor.get("clipfrac_low"), "actor/clip_frac_high": actor.get("clipfrac_high"),
+        "actor/approx_kl": actor.get("approx_kl"), "actor/policy_loss": actor.get("policy_loss"),
+        "actor/lr": lrs["actor"],
+    }
+    if "kl_ref" in actor:
+        out["actor/kl_ref"] = actor["kl_ref"]
+    if critic is not None:
+        out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
+                    "critic/lr": lrs["critic"]})
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def current_lr(engine) -> float:
+    return float(engine.optimizer.param_groups[0]["lr"])
+
+
+def passes(spec) -> int:
+    """Passes over the kept batch per step: online_k updates x ppo_epochs."""
+    return spec.algorithm.online_k * spec.algorithm.ppo_epochs
+
+
+def sample_records(trajs, k: int) -> list[dict]:
+    """`k` trajectories spread evenly over the batch (all groups represented), as JSON records."""
+    if k <= 0 or not trajs:
+        return []
+    stride = max(1, len(trajs) // k)
+    return [t.to_record(with_tokens=False) for t in trajs[::stride][:k]]

@@ -1,0 +1,118 @@
+"""The update stage: `online_k` x `ppo_epochs` passes over the kept batch, each pass cut into
+mini-batches (one optimizer step each) and micro-batches (one forward/backward each).
+
+Loss of one micro-batch (PPO eqn. 9 with StarPO's KL term, RAGEN section 3):
+    L = L_clip(ratio, adv) - entropy_coef * H + kl_coef * KL(pi || pi_ref)
+each term aggregated by `algorithm.loss_agg`. A micro-batch's loss is weighted by its share of
+the mini-batch (masked tokens for token-mean, non-empty rows for the seq-mean modes) before
+backward, so the accumulated gradient equals the gradient of the mini-batch's aggregate.
+
+Rows are taken in batch order, without shuffling: the batch is already a filtered set of whole
+groups, and a fixed order keeps a resumed run bit-identical to an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import torch
+
+from ragen_cli.algos.losses import aggregate, kl, policy_loss, value_loss
+from ragen_cli.train.batch import Batch, micro_slices, policy_forward, value_forward
+
+
+def share(mb_mask: torch.Tensor, mini_mask: torch.Tensor, agg: str) -> float:
+    """Weight of a micro-batch in its mini-batch: its fraction of masked tokens (token-mean) or of
+    rows with at least one masked token (seq-mean-*)."""
+    if agg == "token-mean":
+        num, den = mb_mask.sum(), mini_mask.sum()
+    else:
+        num, den = (mb_mask.sum(-1) > 0).sum(), (mini_mask.sum(-1) > 0).sum()
+    return float(num / den) if den > 0 else 0.0
+
+
+class Averager:
+    """Weighted running means of named stats (weights: micro-batch shares)."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = defaultdict(float)
+        self.weight: dict[str, float] = defaultdict(float)
+
+    def add(self, stats: dict[str, float], w: float = 1.0) -> None:
+        for key, value in stats.items():
+            self.total[key] += w * float(value)
+            self.weight[key] += w
+
+    def means(self) -> dict[str, float]:
+        return {k: self.total[k] / self.weight[k] for k in self.total if self.weight[k] > 0}
+
+
+def _passes(spec) -> int:
+    """online_k updates of ppo_epochs passes each, all against the same old log-probs."""
+    return spec.algorithm.online_k * spec.algorithm.ppo_epochs
+
+
+def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, a) -> tuple[torch.Tensor, dict]:
+    logp, entropy = policy_forward(engine, mb, with_entropy=True)
+    T = logp.shape[1]
+    pg, stats = policy_loss(logp, old_logp[rows, :T], adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
+                            a.dual_clip_c, a.loss_agg)
+    ent = aggregate(entropy, mb.mask, a.loss_agg)
+    loss = pg - a.entropy_coef * ent
+    stats = {**stats, "policy_loss": pg.item(), "entropy": ent.item()}
+    if ref_logp is not None:
+        kl_ref = aggregate(kl(logp, ref_logp[rows, :T], a.kl_estimator), mb.mask, a.loss_agg)
+        loss = loss + a.kl_coef * kl_ref
+        stats["kl_ref"] = kl_ref.item()
+    return loss, stats
+
+
+def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows: int) -> dict[str, float]:
+    """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm."""
+    a = spec.algorithm
+    stats, norms = Averager(), []
+    engine.train()
+    for _ in range(_passes(spec)):
+        for mini in micro_slices(len(batch), mini_rows):
+            mini_mask = batch.mask[mini]
+            for rel in micro_slices(len(mini), spec.train.micro_batch):
+                rows = [mini[i] for i in rel]
+                mb = batch.rows(rows)
+                loss, st = _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, a)
+                w = share(mb.mask, mini_mask, a.loss_agg)
+                engine.backward(loss * w, scale_wrt_gas=False)
+                stats.add(st, w)
+            engine.step()
+            norms.append(engine.get_global_grad_norm())
+    out = stats.means()
+    out["grad_norm"] = _mean_norm(norms)
+    return out
+
+
+def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: int) -> dict[str, float]:
+    """Train the critic on `batch` with the clipped value loss; returns mean stats."""
+    a = spec.algorithm
+    stats, norms = Averager(), []
+    engine.train()
+    for _ in range(_passes(spec)):
+        for mini in micro_slices(len(batch), mini_rows):
+            mini_mask = batch.mask[mini]
+            for rel in micro_slices(len(mini), spec.train.micro_batch):
+                rows = [mini[i] for i in rel]
+                mb = batch.rows(rows)
+                values = value_forward(engine, mb)
+                T = values.shape[1]
+                loss, st = value_loss(values, old_values[rows, :T], returns[rows, :T], mb.mask, a.value_clip, a.loss_agg)
+                w = share(mb.mask, mini_mask, a.loss_agg)
+                engine.backward(loss * w, scale_wrt_gas=False)
+                stats.add({**st, "value_loss": loss.item()}, w)
+            engine.step()
+            norms.append(engine.get_global_grad_norm())
+    out = stats.means()
+    out["grad_norm"] = _mean_norm(norms)
+    return out
+
+
+def _mean_norm(norms: list) -> float | None:
+    values = [float(n) for n in norms if n is not None]
+    return sum(values) / len(values) if values else None

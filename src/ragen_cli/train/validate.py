@@ -1,0 +1,54 @@
+"""Validation: fixed seeds (env.val.seed ... + episodes), one episode per seed, sampled at
+env.val.temperature (0 = greedy), on every validation env (the training env when none are
+listed). Runs on rank 0 only; the metrics are `val/<env>/success`, `val/<env>/reward` and, when
+the env reports it (Bandit), `val/<env>/chose_high_ev`: the risky-arm choice rate."""
+
+from __future__ import annotations
+
+import time
+
+from ragen_cli.monitor.metrics import env_metric
+
+VAL_SAMPLE_SEED = 7  # validation samples with the same seed every time: runs are comparable
+
+
+def val_envs(spec):
+    return spec.env.val.envs or [spec.env.train]
+
+
+def should_validate(spec, step: int) -> bool:
+    """Before the first step (step 0), every `every` steps and after the last step."""
+    every = spec.env.val.every
+    if every <= 0:
+        return False
+    return step == 0 or step % every == 0 or step == spec.train.steps
+
+
+def run_validation(backend, tokenizer, spec) -> tuple[dict[str, float], list]:
+    """(metrics, trajectories) of one validation pass."""
+    from ragen_cli.rollout.driver import run_rollouts
+
+    val = spec.env.val
+    rollout = spec.rollout.model_copy(update={"temperature": val.temperature})
+    seeds = list(range(val.seed, val.seed + val.episodes))
+    start = time.perf_counter()
+    metrics: dict[str, float] = {}
+    all_trajs = []
+    for env in val_envs(spec):
+        trajs = run_rollouts(backend, tokenizer, env, seeds, 1, rollout, spec.model.max_context, VAL_SAMPLE_SEED)
+        metrics.update(env_val_metrics(env.name, trajs))
+        all_trajs += trajs
+    metrics["timing/val_s"] = time.perf_counter() - start
+    return metrics, all_trajs
+
+
+def env_val_metrics(env_name: str, trajs) -> dict[str, float]:
+    n = max(1, len(trajs))
+    out = {
+        env_metric("val/<env>/success", env_name): sum(t.success for t in trajs) / n,
+        env_metric("val/<env>/reward", env_name): sum(t.episode_reward for t in trajs) / n,
+    }
+    high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
+    if high and all(h is not None for h in high):
+        out[env_metric("val/<env>/chose_high_ev", env_name)] = sum(map(bool, high)) / len(high)
+    return out
