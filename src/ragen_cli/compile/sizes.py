@@ -17,7 +17,7 @@ def kept_groups(groups: int, keep_ratio: float) -> int:
     The reference keeps `int(rollout_filter_ratio * env_groups)` groups (0.25 x 8 = 2). The 1e-9
     guards float products such as 0.29 * 100 = 28.999999999999996 from losing a group.
     """
-    return max(1, math.floor(keep_ratio * groups + 1e-9))
+    return max(1, min(groups, math.floor(keep_ratio * groups * (1 + 1e-9))))
 
 
 # One line of meaning per derived size (the dry-run table and docs/spec.md show these).
