@@ -92,21 +92,28 @@ class RunDir:
             truncate_partial_tail(self.metrics_path)
             truncate_partial_tail(self.events_path)
 
-    def write_metrics(self, step: int, metrics: dict[str, float | int | None]) -> None:
-        """Append one step's metrics (names from METRICS) as one line, flushed to disk."""
+    def write_metrics(self, step: int, metrics: dict[str, float | int | None], at: float | None = None) -> None:
+        """Append one step's metrics (names from METRICS) as one line, flushed to disk.
+
+        `at`: the line's `time` stamp (Unix seconds); default now.
+        """
         problems = validate_metrics(metrics)
         if problems:
             raise RunDirError(f"step {step}: " + "; ".join(problems))
-        append_jsonl(self.metrics_path, {"step": int(step), "time": time.time(), **metrics})
+        append_jsonl(self.metrics_path, {"step": int(step), "time": time.time() if at is None else at, **metrics})
 
-    def write_event(self, kind: str, step: int, **data: object) -> None:
-        """Append one event (`start`, `health`, `intervention`, `checkpoint`, `val`, `end`, `error`)."""
+    def write_event(self, kind: str, step: int, at: float | None = None, **data: object) -> None:
+        """Append one event (`start`, `health`, `intervention`, `checkpoint`, `val`, `end`, `error`).
+
+        `at`: the event's `time` stamp (Unix seconds); default now.
+        """
         if kind not in EVENT_KINDS:
             raise RunDirError(f"unknown event kind {kind!r}; expected one of {', '.join(EVENT_KINDS)}")
         clash = {"step", "time", "kind"} & data.keys()
         if clash:
             raise RunDirError(f"event data may not redefine {sorted(clash)}")
-        append_jsonl(self.events_path, {"step": int(step), "time": time.time(), "kind": kind, **data})
+        stamp = time.time() if at is None else at
+        append_jsonl(self.events_path, {"step": int(step), "time": stamp, "kind": kind, **data})
 
     def write_trajectories(self, step: int, trajectories: list[dict]) -> None:
         """Write trajectories/step-<k>.jsonl at once (temp file + rename: readers never see half)."""

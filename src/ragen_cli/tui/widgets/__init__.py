@@ -1,0 +1,1 @@
+"""Widgets of `ragen watch`, one per module."""

@@ -1,0 +1,60 @@
+"""One watched run: header over tabs (charts, events, trajectories); polls its directory."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import TabbedContent, TabPane
+
+from ragen_cli.tui.format import alarm_steps
+from ragen_cli.tui.messages import RunUpdated
+from ragen_cli.tui.state import RunState
+from ragen_cli.tui.widgets.charts import ChartsPanel
+from ragen_cli.tui.widgets.events import EventLog
+from ragen_cli.tui.widgets.header import RunHeader
+from ragen_cli.tui.widgets.trajectories import TrajectoryBrowser
+
+TABS = ("charts", "events", "trajectories")
+
+
+class RunPane(Vertical):
+    def __init__(self, state: RunState, **kwargs) -> None:
+        super().__init__(classes="run-pane", **kwargs)
+        self.state = state
+        self._drawn_version = -1
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(classes="run-header")
+        with TabbedContent(initial="charts"):
+            with TabPane("Charts", id="charts"):
+                yield ChartsPanel(classes="charts")
+            with TabPane("Events", id="events"):
+                yield EventLog(classes="events")
+            with TabPane("Trajectories", id="trajectories"):
+                yield TrajectoryBrowser(self.state.trajectories, classes="trajectories")
+
+    def on_mount(self) -> None:
+        self.poll()
+
+    def poll(self) -> None:
+        """Read new data; redraw what changed. The header re-renders every time (clock)."""
+        changed = self.state.poll()
+        self.query_one(RunHeader).show(self.state)
+        if not changed:
+            return
+        if self.state.version != self._drawn_version:
+            self.query_one(ChartsPanel).draw(self.state.history, alarm_steps(self.state.verdicts))
+            self._drawn_version = self.state.version
+        self.query_one(EventLog).show(self.state.events)
+        self.query_one(TrajectoryBrowser).show_steps(self.state.traj_steps)
+        self.post_message(RunUpdated(self.state))
+
+    def reload(self) -> None:
+        """Forget everything read so far and read the directory again."""
+        self.state = RunState(self.state.run.path)
+        self.query_one(TrajectoryBrowser).loader = self.state.trajectories
+        self._drawn_version = -1
+        self.poll()
+
+    def show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
