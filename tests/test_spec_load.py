@@ -136,3 +136,31 @@ def test_suggest_and_paths():
     assert suggest("zzz", ["every", "keep"]) == "; valid keys: every, keep"
     assert join_path(("env", "val", "envs", 0, "name")) == "env.val.envs[0].name"
     assert split_path("env.val.envs[0].name") == ("env", "val", "envs", 0, "name")
+
+
+def test_validate_says_which_algorithm_values_won(tmp_path: Path):
+    path = write(tmp_path, MINIMAL + "algorithm: {preset: starpo, clip_high: 0.25}\n")
+    result = CliRunner().invoke(app, ["validate", str(path), "--set", "algorithm.kl_coef=0.01"])
+    assert result.exit_code == 0, result.output
+    line = result.stdout.splitlines()[1]
+    assert line == (
+        'algorithm from preset starpo: adv_estimator="gae", clip_low=0.2, kl_estimator="k1", '
+        'filter.metric="reward_std", filter.keep_ratio=1.0, filter.direction="top"; '
+        "from the spec: clip_high=0.25; from --set: kl_coef=0.01"
+    )
+
+
+def test_loading_and_compiling_import_no_heavy_modules(tmp_path: Path):
+    """Validation and compilation stay light: no torch, vllm, deepspeed, transformers."""
+    import subprocess
+    import sys
+
+    path = write(tmp_path, MINIMAL)
+    code = (
+        "import sys; from ragen_cli.spec.loader import load_spec; from ragen_cli.compile.plan import compile_plan;"
+        f"compile_plan(load_spec({str(path)!r}), device='cpu', cpu_count=2);"
+        "print(sorted(m for m in ('torch', 'vllm', 'deepspeed', 'transformers', 'textual') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

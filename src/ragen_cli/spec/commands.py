@@ -47,6 +47,28 @@ def summary(loaded: LoadedSpec) -> str:
     )
 
 
+def provenance_line(loaded: LoadedSpec) -> str:
+    """Which algorithm values came from the preset, the spec file and --set (defaults omitted)."""
+    values = _flat(loaded.spec.algorithm.model_dump())
+    groups: dict[str, list[str]] = {"preset": [], "user": [], "--set": []}
+    for key, source in loaded.provenance.items():
+        if source in groups and key != "preset":
+            groups[source].append(f"{key}={json.dumps(values[key])}")
+    names = {"preset": f"from preset {loaded.spec.algorithm.preset}", "user": "from the spec", "--set": "from --set"}
+    parts = [f"{names[k]}: {', '.join(v)}" for k, v in groups.items() if v]
+    return "algorithm " + "; ".join(parts) if parts else "algorithm: all defaults"
+
+
+def _flat(data: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def validate(
     spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
     set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
@@ -61,7 +83,9 @@ def validate(
     if spec is None:
         typer.echo("ragen validate: give a SPEC file (or --schema).", err=True)
         raise typer.Exit(SPEC_EXIT)
-    typer.echo(summary(load_or_exit(spec, set_)))
+    loaded = load_or_exit(spec, set_)
+    typer.echo(summary(loaded))
+    typer.echo(provenance_line(loaded))
 
 
 def init(
