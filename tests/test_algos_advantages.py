@@ -195,8 +195,11 @@ def test_grpo_three_member_group_and_group_of_one():
     # [0, 1, 2]: mean 1, unbiased std 1 -> [-1, 0, 1] (eps 1e-6 changes it by 1e-6). Group 9 alone -> 0.
     adv = grpo(T_([0.0, 1.0, 2.0, 5.0]), T_([0, 0, 0, 9]), torch.ones(4, 1))
     assert_close(adv, T_([[-1.0], [0.0], [1.0], [0.0]]))
-    # Values that do not average exactly in floating point are still exactly 0.
-    assert grpo(T_([0.1, 0.1, 0.1]), T_([0, 0, 0]), torch.ones(3, 2)).abs().sum() == 0
+    # 16 x 0.1 (the paper's N = 16): the float32 mean is off by 7e-9, which over eps = 1e-6
+    # would give |adv| = 0.007; all-equal groups must still be exactly 0.
+    same = torch.full((16,), 0.1)
+    assert (same - same.mean()).abs().max() > 0  # the premise of this test
+    assert grpo(same, torch.zeros(16, dtype=torch.long), torch.ones(16, 2)).abs().sum() == 0
 
 
 def test_reinforce_loo_by_hand():
@@ -206,6 +209,8 @@ def test_reinforce_loo_by_hand():
     mask = T_([[1, 1], [1, 0], [1, 1], [1, 1], [1, 1], [1, 1]])
     adv = reinforce_loo(scores, group, mask)
     assert_close(adv, T_([[-3.0, -3.0], [-1.5, 0], [4.5, 4.5], [0, 0], [0, 0], [0, 0]]))
+    same = torch.full((16,), 0.1)
+    assert reinforce_loo(same, torch.zeros(16, dtype=torch.long), torch.ones(16, 1)).abs().sum() == 0
 
 
 def test_group_ids_must_be_integers():

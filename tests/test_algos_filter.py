@@ -44,6 +44,15 @@ def test_top_tie_keeps_lower_group_id():
     assert keep.tolist() == [0, 1]
 
 
+def test_many_ties_keep_the_lowest_group_ids():
+    # 32 groups of 2: groups 0-15 all [0, 1] (std 0.5), groups 16-31 all [1, 1] (std 0).
+    # top floor(0.25 * 32) = 8 -> groups 0-7 (trajectories 0-15); bottom 8 -> groups 16-23.
+    rewards = T_([0.0, 1.0] * 16 + [1.0, 1.0] * 16)
+    group = torch.arange(32).repeat_interleave(2)
+    assert filter_groups(rewards, group, 0.25, "top")[0].tolist() == list(range(16))
+    assert filter_groups(rewards, group, 0.25, "bottom")[0].tolist() == list(range(32, 48))
+
+
 def test_keeps_at_least_one_group_and_all_at_ratio_one():
     # floor(0.1 * 4) = 0 -> at least 1: the top group is group 1.
     assert filter_groups(REWARDS, GROUP, 0.1, "top")[0].tolist() == [2, 3]

@@ -207,3 +207,11 @@ def test_entropy_gradient_finite_with_banned_tokens():
     logits = T_([[[0.0, 1.0, -math.inf]]], requires_grad=True)
     entropy_from_logits(logits).sum().backward()
     assert torch.isfinite(logits.grad).all()
+
+
+def test_value_loss_all_masked_is_zero_and_finite():
+    values = torch.full((2, 3), 5.0, requires_grad=True)
+    loss, stats = value_loss(values, torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), 0.5, "seq-mean-token-sum")
+    loss.backward()
+    assert loss.item() == 0.0 and stats == {"vf_clipfrac": 0.0, "explained_variance": 0.0}
+    assert values.grad.abs().sum() == 0
