@@ -164,3 +164,13 @@ def test_loading_and_compiling_import_no_heavy_modules(tmp_path: Path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_exponent_floats_are_numbers_everywhere(tmp_path: Path):
+    """PyYAML (YAML 1.1) reads `1e-3` as text; specs read it as a number, also inside env config
+    (which no model types) and in --set values."""
+    located, _ = load_located("a: 1e-6\nb: 2E+2\nc: 12\nd: e5\n", "f.yaml")
+    assert located.data == {"a": 1e-6, "b": 200.0, "c": 12, "d": "e5"}
+    spec = load_spec(write(tmp_path, MINIMAL.replace("group_size: 8}", "group_size: 8, config: {high_arm_prob: 5e-1}}")),
+                     ["train.lr_actor=3e-4"])
+    assert spec.env.train.config == {"high_arm_prob": 0.5} and spec.train.lr_actor == 3e-4

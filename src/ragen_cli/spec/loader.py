@@ -21,7 +21,7 @@ from ragen_cli.spec.errors import Problem, SpecError, join_path, split_path
 from ragen_cli.spec.models import AlgorithmSpec, RunSpec
 from ragen_cli.spec.plain_errors import rewrite
 from ragen_cli.spec.presets import PRESETS, Source, leaf_paths, merge_under, resolve_provenance
-from ragen_cli.spec.yamlpos import Located, load_located
+from ragen_cli.spec.yamlpos import Located, load_located, load_scalar
 
 KeyPath = tuple[object, ...]
 
@@ -51,7 +51,7 @@ def parse_override(raw: str) -> tuple[Override | None, Problem | None]:
         return None, Problem(where, "", "expected KEY=VALUE, e.g. --set train.steps=10")
     try:
         path = split_path(key)
-        value = yaml.safe_load(text) if text.strip() else ""
+        value = load_scalar(text) if text.strip() else ""
     except (ValueError, yaml.YAMLError) as exc:
         return None, Problem(where, key, f"cannot read the value: {str(exc).splitlines()[0]}")
     if any(p == "" for p in path):

@@ -6,6 +6,7 @@ two can never disagree, and report duplicate keys (PyYAML silently keeps the las
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,22 @@ import yaml
 from ragen_cli.spec.errors import Problem, join_path
 
 Path = tuple[object, ...]
+
+
+class SpecLoader(yaml.SafeLoader):
+    """SafeLoader that also reads `1e-6` as a float (YAML 1.2; PyYAML's 1.1 rules need `1.0e-6`)."""
+
+
+SpecLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def load_scalar(text: str) -> Any:
+    """A `--set` value, read with the same rules as the spec file."""
+    return yaml.load(text, Loader=SpecLoader)
 
 
 @dataclass
@@ -39,11 +56,11 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-def _scalar(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+def _scalar(loader: SpecLoader, node: yaml.ScalarNode) -> Any:
     return loader.construct_object(node, deep=True)
 
 
-def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: Path, out: Located, problems: list[Problem]) -> Any:
+def _walk(loader: SpecLoader, node: yaml.Node, path: Path, out: Located, problems: list[Problem]) -> Any:
     out.values[path] = _mark(node)
     if isinstance(node, yaml.MappingNode):
         data: dict[Any, Any] = {}
@@ -73,7 +90,7 @@ def _walk(loader: yaml.SafeLoader, node: yaml.Node, path: Path, out: Located, pr
 def load_located(text: str, file: str) -> tuple[Located, list[Problem]]:
     """Parse YAML `text` into data with positions; syntax errors become one `Problem`."""
     out = Located(data=None, file=file)
-    loader = yaml.SafeLoader(text)
+    loader = SpecLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
