@@ -1,0 +1,1 @@
+"""WebShop-compatible shopping env: catalogue + BM25 search, pages, WebShop reward."""
