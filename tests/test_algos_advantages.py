@@ -154,6 +154,11 @@ def test_bi_level_gae_by_hand():
     adv, ret = bi_level_gae(rewards, values, mask, ends, 0.9, 1.0, 0.5, whiten=False)
     assert_close(adv, T_([[1.7, 1.8, 0, 1.5, 1.6]]))
     assert_close(ret, T_([[1.8, 2.0, 0, 1.8, 2.0]]))
+    # lam 0.5 (hg*lam = 0.25, gamma*lam = 0.45): A(1) = 1.0 + 0.25*1.6 = 1.4, G(1) = 1.6;
+    #   t3: 0.06 + 0.45*1.6 = 0.78; t1: 1.6 - 0.2 = 1.4; t0: 0.08 + 0.45*1.4 = 0.71.
+    adv, ret = bi_level_gae(rewards, values, mask, ends, 0.9, 0.5, 0.5, whiten=False)
+    assert_close(adv, T_([[0.71, 1.4, 0, 0.78, 1.6]]))
+    assert_close(ret, T_([[0.81, 1.6, 0, 1.08, 2.0]]))
 
 
 def test_bi_level_gae_single_turn_equals_gae():

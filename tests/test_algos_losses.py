@@ -78,6 +78,18 @@ def test_policy_loss_both_clip_bounds_by_hand():
     assert_close(logp.grad, T_([[0.0, 0.0, -2 / 6], [math.exp(-0.1) / 6, -math.exp(0.1) / 6, 0.0]]))
 
 
+def test_policy_loss_ratio_outside_band_on_the_unclipped_side():
+    # A = +1, ratio e^-0.5 = 0.6065 < 0.8: min(r A, clip(r) A) = 0.6065 A, not clipped -> -0.6065.
+    # A = -1, ratio e^0.5 = 1.6487 > 1.28: max(1.6487, 1.28) = 1.6487, not clipped (no dual clip).
+    # Neither counts in a clip fraction and both keep their gradient -A r / 2.
+    logp = T_([[-0.5, 0.5]], requires_grad=True)
+    loss, stats = policy_loss(logp, torch.zeros(1, 2), T_([[1.0, -1.0]]), torch.ones(1, 2), 0.2, 0.28, None, "token-mean")
+    assert_close(loss, T_((-math.exp(-0.5) + math.exp(0.5)) / 2))
+    assert stats["clipfrac_low"] == 0.0 and stats["clipfrac_high"] == 0.0
+    loss.backward()
+    assert_close(logp.grad, T_([[-math.exp(-0.5) / 2, math.exp(0.5) / 2]]))
+
+
 def test_policy_loss_dual_clip():
     # ratio = e^1.5 = 4.4817 on both tokens, c = 3.
     # A = -1: PPO gives max(4.4817, 1.28) = 4.4817; dual clip: min(4.4817, 3) = 3 (gradient 0).
