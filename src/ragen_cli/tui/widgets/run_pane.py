@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.widgets import TabbedContent, TabPane
 
 from ragen_cli.tui.format import alarm_steps
@@ -38,15 +39,20 @@ class RunPane(Vertical):
 
     def poll(self) -> None:
         """Read new data; redraw what changed. The header re-renders every time (clock)."""
+        try:
+            header, charts = self.query_one(RunHeader), self.query_one(ChartsPanel)
+            events, browser = self.query_one(EventLog), self.query_one(TrajectoryBrowser)
+        except NoMatches:  # a timer tick while the app shuts down: children already removed
+            return
         changed = self.state.poll()
-        self.query_one(RunHeader).show(self.state)
+        header.show(self.state)
         if not changed:
             return
         if self.state.version != self._drawn_version:
-            self.query_one(ChartsPanel).draw(self.state.history, alarm_steps(self.state.verdicts))
+            charts.draw(self.state.history, alarm_steps(self.state.verdicts))
             self._drawn_version = self.state.version
-        self.query_one(EventLog).show(self.state.events)
-        self.query_one(TrajectoryBrowser).show_steps(self.state.traj_steps)
+        events.show(self.state.events)
+        browser.show_steps(self.state.traj_steps)
         self.post_message(RunUpdated(self.state))
 
     def reload(self) -> None:

@@ -1,0 +1,46 @@
+"""The committed fixture runs equal the generator's output, and ragen watch's CLI entry."""
+
+import importlib.util
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ragen_cli.cli import app as cli_app
+from ragen_cli.monitor.metrics import validate_metrics
+from ragen_cli.monitor.rundir import RunDir
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("make_runs", FIXTURES / "make_runs.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_fixture_runs_are_up_to_date(tmp_path):
+    _generator().main(tmp_path)
+    assert _files(tmp_path) == _files(FIXTURES / "runs"), "run `.venv/bin/python tests/fixtures/make_runs.py`"
+
+
+def test_fixture_metrics_are_in_the_table_and_events_come_from_the_detector():
+    for name in ("healthy", "echo-trap"):
+        run = RunDir(FIXTURES / "runs" / name)
+        rows = run.read_metrics()
+        assert len(rows) == 40 and all(validate_metrics(r) == [] for r in rows)
+    health = [e for e in RunDir(FIXTURES / "runs" / "echo-trap").read_events() if e["kind"] == "health"]
+    # std = 0.36 x 0.8^(t - 20) from step 21 (0.288, 0.230, 0.184, 0.147): s24 = 0.187, about
+    # 49% of the pre-collapse peak (~0.38) -> warning at 24; at 28 std (20%), entropy and
+    # diversity warn together -> collapse.
+    assert [(e["step"], e["level"]) for e in health] == [(24, "warning"), (28, "collapse")]
+    assert not [e for e in RunDir(FIXTURES / "runs" / "healthy").read_events() if e["kind"] == "health"]
+
+
+def test_watch_without_runs_explains(tmp_path):
+    r = CliRunner().invoke(cli_app, ["watch", "--runs", str(tmp_path / "nothing")])
+    assert r.exit_code == 1 and "no run directories under" in r.output
