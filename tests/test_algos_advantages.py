@@ -40,7 +40,12 @@ def test_token_rewards_empty_trajectory_is_zero_row():
 
 @pytest.mark.parametrize(
     "ends,rs,msg",
-    [([[1]], [[1.0], [2.0]], "rows"), ([[1, 2]], [[1.0]], "turn rewards"), ([[5]], [[1.0]], "inside"), ([[3, 1]], [[1.0, 1.0]], "increasing")],
+    [
+        ([[1]], [[1.0], [2.0]], "rows"),
+        ([[1, 2]], [[1.0]], "turn rewards"),
+        ([[5]], [[1.0]], "inside"),
+        ([[3, 1]], [[1.0, 1.0]], "increasing"),
+    ],
 )
 def test_token_rewards_bad_input(ends, rs, msg):
     with pytest.raises(ValueError, match=msg):
@@ -227,7 +232,12 @@ def test_group_ids_must_be_integers():
 def _inputs(values=True):
     mask = T_([[1, 1, 0, 1, 1], [0, 1, 1, 0, 0]])
     return AdvantageInputs.from_turns(
-        [[1, 4], [2]], [[0.5, 1.0], [-0.1]], [0, 0], mask, torch.full((2, 5), 0.25) if values else None, turn_level=True
+        [[1, 4], [2]],
+        [[0.5, 1.0], [-0.1]],
+        [0, 0],
+        mask,
+        torch.full((2, 5), 0.25) if values else None,
+        turn_level=True,
     )
 
 
@@ -260,4 +270,5 @@ def test_gae_estimator_needs_values_and_inputs_check_shapes():
     with pytest.raises(ValueError, match="critic values"):
         ADVANTAGES["gae"](_inputs(values=False), AlgorithmSpec(preset=None))
     with pytest.raises(ValueError, match="scores"):
-        AdvantageInputs(torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool), torch.zeros(3), T_([0, 0]))
+        bool_zeros = torch.zeros(2, 3, dtype=torch.bool)
+        AdvantageInputs(torch.ones(2, 3), torch.zeros(2, 3), bool_zeros, torch.zeros(3), T_([0, 0]))

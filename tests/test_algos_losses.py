@@ -83,7 +83,8 @@ def test_policy_loss_ratio_outside_band_on_the_unclipped_side():
     # A = -1, ratio e^0.5 = 1.6487 > 1.28: max(1.6487, 1.28) = 1.6487, not clipped (no dual clip).
     # Neither counts in a clip fraction and both keep their gradient -A r / 2.
     logp = T_([[-0.5, 0.5]], requires_grad=True)
-    loss, stats = policy_loss(logp, torch.zeros(1, 2), T_([[1.0, -1.0]]), torch.ones(1, 2), 0.2, 0.28, None, "token-mean")
+    adv, mask = T_([[1.0, -1.0]]), torch.ones(1, 2)
+    loss, stats = policy_loss(logp, torch.zeros(1, 2), adv, mask, 0.2, 0.28, None, "token-mean")
     assert_close(loss, T_((-math.exp(-0.5) + math.exp(0.5)) / 2))
     assert stats["clipfrac_low"] == 0.0 and stats["clipfrac_high"] == 0.0
     loss.backward()
@@ -124,7 +125,8 @@ def test_policy_loss_masked_tokens_and_all_masked_batch():
 def test_policy_loss_bad_clip(kw):
     args = {"clip_low": 0.2, "clip_high": 0.28, "dual_clip_c": 3.0} | kw
     with pytest.raises(ValueError):
-        policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), agg="token-mean", **args)
+        zero = torch.zeros(1, 1)
+        policy_loss(zero, zero, zero, torch.ones(1, 1), agg="token-mean", **args)
 
 
 # ----------------------------------------------------------------------------- value loss
@@ -223,7 +225,8 @@ def test_entropy_gradient_finite_with_banned_tokens():
 
 def test_value_loss_all_masked_is_zero_and_finite():
     values = torch.full((2, 3), 5.0, requires_grad=True)
-    loss, stats = value_loss(values, torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2, 3), 0.5, "seq-mean-token-sum")
+    zero = torch.zeros(2, 3)
+    loss, stats = value_loss(values, zero, zero, zero, 0.5, "seq-mean-token-sum")
     loss.backward()
     assert loss.item() == 0.0 and stats == {"vf_clipfrac": 0.0, "explained_variance": 0.0}
     assert values.grad.abs().sum() == 0

@@ -41,7 +41,9 @@ def update_schedule(
     one instead of dropping the remainder (verl requires divisibility).
     """
     if online_k < 1 or ppo_epochs < 1 or micro_batch_size < 1:
-        raise ValueError(f"online_k, ppo_epochs, micro_batch_size must be >= 1, got {online_k}, {ppo_epochs}, {micro_batch_size}")
+        raise ValueError(
+            f"online_k, ppo_epochs, micro_batch_size must be >= 1, got {online_k}, {ppo_epochs}, {micro_batch_size}"
+        )
     if num_samples < online_k:
         raise ValueError(f"{num_samples} trajectories cannot feed online_k={online_k} updates (need >= k)")
     updates: list[list[torch.Tensor]] = []
