@@ -1,1 +1,15 @@
+"""Pure tensor maths of StarPO / StarPO-S (RAGEN, arXiv 2504.20073). torch only, no state.
 
+Where each piece of the paper lives:
+
+- ``rewards.py``: per-turn rewards onto tokens (turn-level or outcome).
+- ``advantages.py``: GAE with a critic (PPO), bi-level GAE, GRPO, REINFORCE leave-one-out, and
+  ``ADVANTAGES`` keyed by ``AlgorithmSpec.adv_estimator``.
+- ``losses.py``: PPO clipped surrogate (clip-low / clip-high, dual clip), loss aggregation,
+  clipped value loss, entropy, log-probs from logits, KL estimators (k1, k3, low_var_kl).
+- ``filter.py``: StarPO-S uncertainty filtering (keep the groups with the highest reward std).
+- ``schedule.py``: rollout reuse (online-k), PPO epochs, micro-batch gradient accumulation.
+- ``masked.py``: masked reductions and group statistics shared by the above.
+
+Nothing is imported here, so ``import ragen_cli.algos`` does not import torch.
+"""
