@@ -230,3 +230,19 @@ def test_value_loss_all_masked_is_zero_and_finite():
     loss.backward()
     assert loss.item() == 0.0 and stats == {"vf_clipfrac": 0.0, "explained_variance": 0.0}
     assert values.grad.abs().sum() == 0
+
+
+@pytest.mark.parametrize("mode", sorted(AGGREGATIONS))
+def test_aggregate_decomposes_over_micro_batches(mode):
+    # Gradient accumulation in train/update.py relies on this: weighting each micro-batch's
+    # aggregate by its share of masked tokens (token-mean) or of non-empty rows (seq-mean-*)
+    # reproduces the aggregate of the whole mini-batch, empty micro-batches included (weight 0).
+    x = T_([[1.0, 2, 3], [4, 5, 6], [7, 8, 9], [1, 1, 1], [3, 0, 2]])
+    mask = T_([[1, 1, 0], [0, 0, 0], [1, 1, 1], [0, 0, 0], [0, 1, 1]])
+    parts = [slice(0, 2), slice(2, 3), slice(3, 4), slice(4, 5)]
+
+    def units(m):
+        return m.sum() if mode == "token-mean" else (m.sum(-1) > 0).sum()
+
+    acc = sum(units(mask[p]) / units(mask) * aggregate(x[p], mask[p], mode) for p in parts)
+    assert_close(acc, aggregate(x, mask, mode))

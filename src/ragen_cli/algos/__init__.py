@@ -8,8 +8,10 @@ Where each piece of the paper lives:
 - ``losses.py``: PPO clipped surrogate (clip-low / clip-high, dual clip), loss aggregation,
   clipped value loss, entropy, log-probs from logits, KL estimators (k1, k3, low_var_kl).
 - ``filter.py``: StarPO-S uncertainty filtering (keep the groups with the highest reward std).
-- ``schedule.py``: rollout reuse (online-k), PPO epochs, micro-batch gradient accumulation.
 - ``masked.py``: masked reductions and group statistics shared by the above.
+
+Rollout reuse (online-k), PPO epochs and micro-batch accumulation are the loop's, in
+``train/update.py`` (they are scheduling, not maths).
 
 Nothing is imported here, so ``import ragen_cli.algos`` does not import torch.
 """
