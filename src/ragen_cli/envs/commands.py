@@ -73,17 +73,16 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
 def play(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
          seed: int = SEED_OPT, sets: list[str] = SET_OPT) -> None:
     """Play an episode: type one action per line (`:q` quits)."""
-    import click
+    import sys
 
     env = _make(name, sets)
     obs, _ = env.reset(seed=seed)
     typer.echo(env.instruction())
     typer.echo(f"\n{obs}")
-    stdin = click.get_text_stream("stdin")
     total = 0.0
     while True:
         typer.echo(f"valid actions: {_actions_text(env)}\n({env.actions_left} left) > ", nl=False)
-        line = stdin.readline()
+        line = sys.stdin.readline()
         if not line or line.strip() == ":q":
             typer.echo("\nquit")
             break

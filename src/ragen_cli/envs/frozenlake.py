@@ -9,6 +9,8 @@ or at the goal."""
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections import deque
 from dataclasses import dataclass
 
@@ -79,6 +81,14 @@ def random_map(size: int, p: float, rng: np.random.Generator) -> list[str]:
             return rows
 
 
+@functools.lru_cache(maxsize=512)
+def _prototype(board: tuple[str, ...], is_slippery: bool, success_rate: float) -> GymFrozenLake:
+    """Gymnasium's env for a map, built once: its transition table `P` takes most of a reset,
+    and the N copies of a group share a map. Users get a shallow copy (P and desc are only read;
+    each copy gets its own generator on reset)."""
+    return GymFrozenLake(desc=list(board), is_slippery=is_slippery, success_rate=success_rate)
+
+
 class FrozenLakeEnv(TextEnv):
     name = "frozenlake"
     description = "FrozenLake: walk on slippery ice to the goal without falling into a hole."
@@ -87,7 +97,7 @@ class FrozenLakeEnv(TextEnv):
     def _reset(self, rng: np.random.Generator) -> dict:
         cfg = self.config
         self.board = random_map(cfg.size, cfg.p, rng)
-        self.gym = GymFrozenLake(desc=self.board, is_slippery=cfg.is_slippery, success_rate=cfg.success_rate)
+        self.gym = copy.copy(_prototype(tuple(self.board), cfg.is_slippery, cfg.success_rate))
         self.state, _ = self.gym.reset(seed=int(rng.integers(2**31)))
         return {"map": list(self.board)}
 

@@ -53,8 +53,9 @@ def _load_target(target: str) -> type:
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise UnknownEnvError(f"cannot import module '{module_name}' for env '{target}': {err}") from None
+    except Exception as err:  # a user's module may fail in any way while importing
+        raise UnknownEnvError(f"cannot import module '{module_name}' for env '{target}': "
+                              f"{type(err).__name__}: {err}") from None
     cls = getattr(module, attr, None)
     if cls is None:
         raise UnknownEnvError(f"module '{module_name}' has no attribute '{attr}'")
