@@ -27,7 +27,7 @@ def test_checksums_record_size_and_sha256(tmp_path):
     assert files["model.safetensors"] == {"size": 3, "sha256": SHA256_ABC}
     # config.json holds the 2 bytes "{}"
     assert files["config.json"]["size"] == 2
-    assert json.loads((tmp_path / cache.CHECKSUM_FILE).read_text())["files"] == files
+    assert json.loads((tmp_path / cache.CHECKSUM_FILE).read_text()) == {"format": cache.FORMAT_VERSION, "files": files}
     assert cache.verify_dir(tmp_path) == []
 
 
@@ -41,8 +41,11 @@ def test_verify_finds_changed_truncated_and_missing_files(tmp_path):
     assert cache.verify_dir(tmp_path, full=False) == [f"{tmp_path / 'model.safetensors'} has 2 bytes, expected 3"]
     (tmp_path / "config.json").unlink()
     assert f"{tmp_path / 'config.json'} is missing" in cache.verify_dir(tmp_path)
+    record = json.loads((tmp_path / cache.CHECKSUM_FILE).read_text())
+    (tmp_path / cache.CHECKSUM_FILE).write_text(json.dumps({**record, "format": cache.FORMAT_VERSION - 1}))
+    assert cache.verify_dir(tmp_path) == [f"{tmp_path / cache.CHECKSUM_FILE} is missing, unreadable or of an older format"]
     (tmp_path / cache.CHECKSUM_FILE).unlink()
-    assert cache.verify_dir(tmp_path) == [f"{tmp_path / cache.CHECKSUM_FILE} is missing or unreadable"]
+    assert cache.verify_dir(tmp_path) == [f"{tmp_path / cache.CHECKSUM_FILE} is missing, unreadable or of an older format"]
     assert cache.verify_dir(tmp_path / "nope") == [f"{tmp_path / 'nope'} does not exist"]
 
 

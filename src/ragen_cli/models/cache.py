@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CHECKSUM_FILE = "ragen-checksum.json"
+# Bump when what a conversion writes changes: directories of another format are rebuilt.
+FORMAT_VERSION = 2
 _HASH_CHUNK = 1 << 22
 
 
@@ -55,14 +57,17 @@ def write_checksums(directory: Path) -> dict[str, dict]:
     files = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)} for p in _content_files(directory)}
     if not files:
         raise RuntimeError(f"nothing to record: {directory} is empty")
-    (directory / CHECKSUM_FILE).write_text(json.dumps({"files": files}, indent=2, sort_keys=True) + "\n")
+    record = {"format": FORMAT_VERSION, "files": files}
+    (directory / CHECKSUM_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return files
 
 
 def read_checksums(directory: Path) -> dict[str, dict] | None:
+    """The recorded files of a directory in the current format, else None."""
     try:
-        return json.loads((directory / CHECKSUM_FILE).read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError):
+        record = json.loads((directory / CHECKSUM_FILE).read_text())
+        return record["files"] if record.get("format") == FORMAT_VERSION else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -76,7 +81,7 @@ def verify_dir(directory: Path, *, full: bool = True) -> list[str]:
         return [f"{directory} does not exist"]
     recorded = read_checksums(directory)
     if recorded is None:
-        return [f"{directory / CHECKSUM_FILE} is missing or unreadable"]
+        return [f"{directory / CHECKSUM_FILE} is missing, unreadable or of an older format"]
     problems = []
     for name, want in sorted(recorded.items()):
         path = directory / name

@@ -78,7 +78,8 @@ def _build_smollm2(out: Path, dtype: torch.dtype) -> None:
     gguf = gguf_path()
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     settings = model.config.to_dict()
-    for key in ("_name_or_path", "_model_name_or_path", "transformers_version", "dtype", "torch_dtype"):
+    # quantization_config would make loaders treat the dequantised weights as GGUF blocks (vLLM refuses it)
+    for key in ("_name_or_path", "_model_name_or_path", "transformers_version", "dtype", "torch_dtype", "quantization_config"):
         settings.pop(key, None)
     config = LlamaConfig(**settings)
     state = model.state_dict()
