@@ -103,7 +103,8 @@ def test_identical_replies():
 
 
 def test_reward_plateau_after_gain():
-    # reward 0.02 t until 30, then 0.6. s2 = 0.02, gain = 0.58, tolerance 5% = 0.029. s29 =
+    # reward 0.02 t until 30, then 0.6. Start = mean(0, 0.02, 0.04) = 0.02, gain = recent max
+    # 0.6 - 0.02 = 0.58, tolerance 5% = 0.029. s29 =
     # 0.56, s30 = 0.58, s31 = 0.593, s>=32 = 0.6. The 20-step window s[t-19..t] first excludes
     # s29 (range 0.04 > 0.029) at t - 19 = 30: plateau warning at step 49.
     hist = inject(clean_run(), "reward/mean", lambda t: 0.02 * min(t, 30))

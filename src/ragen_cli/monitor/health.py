@@ -47,13 +47,19 @@ class Verdict:
         return {"level": self.level, "reasons": [asdict(r) for r in self.reasons]}
 
 
-def series(history: list[dict], name: str) -> list[float]:
-    """Finite values of metric `name` in step order (missing / None / NaN skipped)."""
-    out = []
-    for rec in history:
+def series(history: list[dict], name: str, last: int | None = None) -> list[float]:
+    """Finite values of metric `name` in step order (missing / None / NaN skipped).
+
+    `last`: only the last this many values (scans from the end: O(last) on a long history).
+    """
+    out: list[float] = []
+    for rec in reversed(history):
+        if last is not None and len(out) >= last:
+            break
         v = rec.get(name)
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             out.append(float(v))
+    out.reverse()
     return out
 
 
@@ -88,7 +94,8 @@ def robust_z(xs: list[float], window: int) -> tuple[float, float] | None:
 
 def _ratio_signal(signal, metric, warn, collapse, what) -> Callable[[list[dict], "HealthSpec"], Reason | None]:
     def check(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-        ratio = drop_ratio(series(history, metric), cfg.window, cfg.smooth)
+        # drop_ratio reads the last window + 1 smoothed values, i.e. window + smooth raw ones
+        ratio = drop_ratio(series(history, metric, cfg.window + cfg.smooth), cfg.window, cfg.smooth)
         if ratio is None:
             return None
         lo, hi = getattr(cfg, collapse), getattr(cfg, warn)
@@ -110,7 +117,7 @@ distinct = _ratio_signal("distinct_ngrams", "diversity/distinct_2", "distinct_wa
 
 def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """Actor grad norm far above its recent median (robust z-score and a minimum ratio)."""
-    xs = series(history, "actor/grad_norm")
+    xs = series(history, "actor/grad_norm", cfg.window + 1)
     zm = robust_z(xs, cfg.window)
     if zm is None:
         return None
@@ -125,7 +132,7 @@ def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
 
 def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """Share of the step's replies identical to another reply (smoothed)."""
-    xs = series(history, "diversity/identical_share")
+    xs = series(history, "diversity/identical_share", cfg.smooth)
     if not xs:
         return None
     share = smoothed(xs, cfg.smooth)[-1]
@@ -137,13 +144,16 @@ def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
 
 
 def reward_plateau(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Reward flat for `plateau_window` steps after rising by at least `plateau_min_gain`."""
+    """Reward flat for `plateau_window` steps after rising at least `plateau_min_gain` above
+    its start (the mean of the first `smooth` values)."""
     w = cfg.plateau_window
-    s = smoothed(series(history, "reward/mean"), cfg.smooth)
-    if w == 0 or len(s) < w + cfg.smooth:
+    if w == 0:
         return None
-    gain = max(s) - s[cfg.smooth - 1]
-    recent = s[-w:]
+    first = series(history[: 4 * cfg.smooth], "reward/mean")[: cfg.smooth]
+    recent = smoothed(series(history, "reward/mean", w + cfg.smooth - 1), cfg.smooth)[-w:]
+    if len(first) < cfg.smooth or len(recent) < w or len(history) < w + cfg.smooth:
+        return None
+    gain = max(recent) - sum(first) / len(first)
     spread = max(recent) - min(recent)
     if gain < max(cfg.plateau_min_gain, 1e-12) or spread > cfg.plateau_tol * gain:
         return None

@@ -36,7 +36,7 @@ class HealthSpec(BaseModel):
     identical_warn: float = Field(0.5, gt=0.0, le=1.0, description="Share of replies identical to another reply at or above this: warning.")
     identical_collapse: float = Field(0.9, gt=0.0, le=1.0, description="Share of replies identical to another reply at or above this: collapse.")
     plateau_window: int = Field(20, ge=0, description="Steps of flat reward after a gain that count as a plateau (warning only); 0 turns it off.")
-    plateau_min_gain: float = Field(0.1, ge=0.0, description="Rise of the smoothed reward mean over its first value needed before a plateau counts.")
+    plateau_min_gain: float = Field(0.1, ge=0.0, description="Rise of the recent smoothed reward mean above its start (mean of the first `smooth` steps) needed before a plateau counts.")
     plateau_tol: float = Field(0.05, gt=0.0, description="Plateau: smoothed reward range over the plateau window at most this fraction of the gain.")
     keep_ratio_factor: float = Field(0.5, gt=0.0, le=1.0, description="Intervention: multiply the filter's keep_ratio by this (stronger filtering); 1 leaves it.")
     min_keep_ratio: float = Field(0.05, gt=0.0, le=1.0, description="Intervention never lowers keep_ratio below this.")
