@@ -47,7 +47,7 @@ class TrajectoryBrowser(Horizontal):
         select = self.query_one("#traj-step", Select)
         with self.prevent(Select.Changed):
             select.set_options([(f"step {s}", s) for s in steps])
-        target = steps[-1] if follow and steps else self.step
+        target = self.step if not follow and self.step in steps else (steps[-1] if steps else None)
         if target is not None:
             select.value = target
             self.load_step(target)
