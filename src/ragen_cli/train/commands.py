@@ -1,17 +1,111 @@
-"""Light CLI commands for this package (placeholder until its issue lands)."""
+"""`ragen train` and `ragen export` (light imports only; torch and DeepSpeed load inside).
+
+`ragen train SPEC` validates and compiles the spec, creates the run directory (resolved
+spec.yaml, plan.json) and runs the job: in this process for one process, through the Plan's
+launch command (the `deepspeed` launcher running `ragen_cli.train.worker`) for several.
+`ragen train --resume RUN_DIR` continues a run from its newest checkpoint.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+from typing import List, Optional
+
 import typer
 
-
-def train() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'train' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+RUN_FAILED = 1
 
 
-def export() -> None:
-    """Not implemented yet."""
-    typer.echo("ragen: 'export' is not implemented yet.", err=True)
-    raise typer.Exit(1)
+def train(
+    spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML). Not needed with --resume.", show_default=False),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the compiled plan (sizes, DeepSpeed config, launch) and exit."),
+    json_: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
+    set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR from its newest checkpoint.",
+                                          metavar="RUN_DIR"),
+) -> None:
+    """Train a policy with StarPO / StarPO-S as the spec says; Ctrl-C saves a checkpoint and exits."""
+    from ragen_cli.compile.plan import compile_plan
+    from ragen_cli.spec.commands import load_or_exit
+
+    if resume is None and spec is None:
+        typer.echo("ragen train: give a SPEC file, or --resume RUN_DIR.", err=True)
+        raise typer.Exit(2)
+    if resume is not None and spec is not None:
+        typer.echo("ragen train: give either SPEC or --resume RUN_DIR, not both (use --set to change values).", err=True)
+        raise typer.Exit(2)
+    source = spec if resume is None else _resume_spec(resume)
+    loaded = load_or_exit(source, set_)
+    plan = compile_plan(loaded.spec)
+    if dry_run:
+        _print_plan(plan, loaded.provenance, json_)
+        return
+    run_dir = resume if resume is not None else Path(plan.run_dir)
+    _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
+    typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
+    code = _run(loaded.spec, plan, run_dir, resume is not None)
+    if code:
+        raise typer.Exit(code)
+
+
+def export(
+    checkpoint: Path = typer.Argument(..., help="A checkpoint directory (RUN_DIR/checkpoints/step-K)."),
+    out: Path = typer.Argument(..., help="Where to write the full model directory (must not exist or be empty)."),
+) -> None:
+    """Write a full Hugging Face model directory from a checkpoint (LoRA adapters merged)."""
+    from ragen_cli.train.checkpoint import export as export_ckpt
+
+    try:
+        path = export_ckpt(checkpoint, out)
+    except (FileNotFoundError, FileExistsError) as exc:
+        typer.echo(f"ragen export: {exc}", err=True)
+        raise typer.Exit(RUN_FAILED) from None
+    typer.echo(f"ragen: exported {checkpoint} to {path}")
+
+
+def _resume_spec(run_dir: Path) -> Path:
+    source = run_dir / "spec.yaml"
+    if not source.is_file():
+        typer.echo(f"ragen train: cannot resume {run_dir}: no spec.yaml there (is it a run directory?).", err=True)
+        raise typer.Exit(2)
+    return source
+
+
+def _print_plan(plan, provenance, as_json: bool) -> None:
+    if as_json:
+        typer.echo(plan.to_json())
+        return
+    from ragen_cli.compile.render import print_plan
+
+    print_plan(plan, provenance)
+
+
+def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
+    from ragen_cli.monitor.rundir import RunDir, RunDirError
+    from ragen_cli.train.runtime_light import spec_yaml
+
+    try:
+        RunDir(run_dir).create(spec_yaml(spec), plan.to_json(), resume=resume)
+    except RunDirError as exc:
+        typer.echo(f"ragen train: {exc}", err=True)
+        raise typer.Exit(RUN_FAILED) from None
+
+
+def _run(spec, plan, run_dir: Path, resume: bool) -> int:
+    """Run in this process, or launch the workers; returns the exit code."""
+    if plan.launch.kind == "in-process":
+        from ragen_cli.train.loop import train as train_loop
+
+        try:
+            train_loop(spec, plan, run_dir, resume=resume)
+        except KeyboardInterrupt:
+            typer.echo("ragen: aborted (no checkpoint for the unfinished step).", err=True)
+            return 130
+        except Exception as exc:  # the traceback is in events.jsonl (kind "error")
+            typer.echo(f"ragen train: {type(exc).__name__}: {exc}  (traceback in {run_dir}/events.jsonl)", err=True)
+            return RUN_FAILED
+        return 0
+    argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
+    return subprocess.run(argv, env={**os.environ, **plan.env}).returncode

@@ -16,6 +16,8 @@ def lora_config(lora_spec, task_type: str = "CAUSAL_LM"):
     from peft import LoraConfig
 
     targets = lora_spec.target_modules
+    # The critic's value head is trained in full (modules_to_save), so it gets no adapter.
+    extra = {"exclude_modules": ["score"], "modules_to_save": ["score"]} if task_type == "TOKEN_CLS" else {}
     return LoraConfig(
         r=lora_spec.rank,
         lora_alpha=lora_spec.alpha,
@@ -23,6 +25,7 @@ def lora_config(lora_spec, task_type: str = "CAUSAL_LM"):
         target_modules=targets if targets == "all-linear" else list(targets),
         task_type=task_type,
         bias="none",
+        **extra,
     )
 
 

@@ -9,13 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ragen_cli.monitor.health import HealthTracker, assess
 from ragen_cli.monitor.intervene import Decision, InterventionState, decide
 from ragen_cli.monitor.rundir import RunDir
 from ragen_cli.train import checkpoint as ckpt
 from ragen_cli.train.progress import StepProgress
+from ragen_cli.train.runtime_light import spec_yaml
 
 
 @dataclass
@@ -73,11 +72,6 @@ class Run:
 
     def progress(self) -> StepProgress:
         return StepProgress(self.spec.train.steps, self.state.step, enabled=self.rank == 0)
-
-
-def spec_yaml(spec) -> str:
-    """The resolved spec (preset applied, every field explicit) as YAML."""
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False)
 
 
 def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
