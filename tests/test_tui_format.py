@@ -4,7 +4,7 @@ import pytest
 
 from ragen_cli.monitor.health import Reason, Verdict
 from ragen_cli.tui.format import (
-    alarm_steps, chart_series, eta_seconds, event_row, filter_trajectories, fmt_duration,
+    alarm_steps, chart_series, intervention_steps, eta_seconds, event_row, filter_trajectories, fmt_duration,
     header_markup, matching_names, run_start, split_reply, step_seconds, trajectory_markup,
 )
 from ragen_cli.tui.widgets.charts import CHARTS, band_lines, chart_lines
@@ -89,3 +89,9 @@ def test_alarm_steps_are_transitions():
     levels = ["healthy", "warning", "warning", "collapse", "healthy", "collapse"]
     vs = [Verdict(lv, [], i) for i, lv in enumerate(levels)]
     assert alarm_steps(vs) == [(1, "warning"), (3, "collapse"), (5, "collapse")]
+
+
+def test_intervention_steps_skip_continue_decisions():
+    events = [{"step": 3, "kind": "intervention", "action": "intervene"}, {"step": 4, "kind": "health"},
+              {"step": 5, "kind": "intervention", "action": "continue"}, {"step": 6, "kind": "intervention", "action": "stop"}]
+    assert intervention_steps(events) == [(3, "intervention"), (6, "intervention")]

@@ -169,3 +169,9 @@ def alarm_steps(verdicts: list[Verdict]) -> list[tuple[int, str]]:
             out.append((v.step, v.level))
         prev = v.level
     return out
+
+
+def intervention_steps(events: list[dict]) -> list[tuple[int, str]]:
+    """(step, "intervention") for each intervention event that changed the run (to mark on charts)."""
+    return [(ev["step"], "intervention") for ev in events
+            if ev.get("kind") == "intervention" and ev.get("action") != "continue" and isinstance(ev.get("step"), int)]

@@ -9,7 +9,7 @@ from textual_plotext import PlotextPlot
 
 from ragen_cli.tui.format import chart_series, matching_names
 
-ALARM_COLOR = {"warning": "orange", "collapse": "red"}
+ALARM_COLOR = {"warning": "orange", "collapse": "red", "intervention": "magenta"}
 
 
 @dataclass(frozen=True)

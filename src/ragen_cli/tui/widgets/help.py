@@ -17,7 +17,8 @@ HELP = """[b]ragen watch[/b]: keys
   [b]q[/b]          quit
 
 Charts: orange lines mark steps where the health verdict turned to WARNING,
-red lines where it turned to COLLAPSE (Echo Trap; see docs/watch.md)."""
+red lines where it turned to COLLAPSE (Echo Trap; see docs/watch.md), magenta
+lines where the trainer intervened."""
 
 
 class HelpScreen(ModalScreen[None]):

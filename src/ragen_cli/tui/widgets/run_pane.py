@@ -7,7 +7,7 @@ from textual.containers import Vertical
 from textual.css.query import NoMatches
 from textual.widgets import TabbedContent, TabPane
 
-from ragen_cli.tui.format import alarm_steps
+from ragen_cli.tui.format import alarm_steps, intervention_steps
 from ragen_cli.tui.messages import RunUpdated
 from ragen_cli.tui.state import RunState
 from ragen_cli.tui.widgets.charts import ChartsPanel
@@ -22,7 +22,7 @@ class RunPane(Vertical):
     def __init__(self, state: RunState, **kwargs) -> None:
         super().__init__(classes="run-pane", **kwargs)
         self.state = state
-        self._drawn_version = -1
+        self._drawn = (-1, 0)
 
     def compose(self) -> ComposeResult:
         yield RunHeader(classes="run-header")
@@ -48,9 +48,10 @@ class RunPane(Vertical):
         header.show(self.state)
         if not changed:
             return
-        if self.state.version != self._drawn_version:
-            charts.draw(self.state.history, alarm_steps(self.state.verdicts))
-            self._drawn_version = self.state.version
+        marks = alarm_steps(self.state.verdicts) + intervention_steps(self.state.events)
+        if (self.state.version, len(marks)) != self._drawn:
+            charts.draw(self.state.history, marks)
+            self._drawn = (self.state.version, len(marks))
         events.show(self.state.events)
         browser.show_steps(self.state.traj_steps)
         self.post_message(RunUpdated(self.state))
@@ -59,7 +60,7 @@ class RunPane(Vertical):
         """Forget everything read so far and read the directory again."""
         self.state = RunState(self.state.run.path)
         self.query_one(TrajectoryBrowser).loader = self.state.trajectories
-        self._drawn_version = -1
+        self._drawn = (-1, 0)
         self.poll()
 
     def show_tab(self, tab: str) -> None:
