@@ -66,13 +66,13 @@ def test_random_strings_never_raise():
     env.step(None)  # not even a string
 
 
-def test_same_seed_same_episode():
+def test_same_seed_same_episode_and_payout_rate():
     a, b = make_env("bandit"), make_env("bandit")
-    rewards = []
-    for env in (a, b):
-        env.reset(seed=11)
-        rewards.append([env.step("dragon")[1] for _ in range(1)])
-    assert rewards[0] == rewards[1]
+    runs = [[(env.reset(seed=s)[0], env.step("dragon")[1]) for s in range(400)] for env in (a, b)]
+    assert runs[0] == runs[1]
+    # risky arm pays 1.0 w.p. 0.25: 400 draws -> std sqrt(0.25 * 0.75 / 400) = 0.0217; 4 std
+    rate = sum(r for _, r in runs[0]) / 400
+    assert abs(rate - 0.25) < 4 * 0.0217
 
 
 def test_config_errors_name_valid_keys_and_types():
@@ -80,7 +80,10 @@ def test_config_errors_name_valid_keys_and_types():
     assert any("unknown key 'foo'" in p and "valid keys: arm_names, high_arm_prob" in p for p in problems)
     assert any("'high_arm_prob' must be float" in p for p in problems)
     assert check_env("bandit", {"high_arm_prob": 1.5}) == ["env 'bandit': high_arm_prob must be in [0, 1], got 1.5"]
-    assert check_env("bandit", {"arm_names": ["A", "a"]})
+    assert check_env("bandit", {"arm_names": ["A", "a"]}) == ["env 'bandit': arm_names must differ, got ('A', 'a')"]
+    assert "'arm_names' must be tuple[str, str]" in check_env("bandit", {"arm_names": ["A", "B", "C"]})[0]
+    assert "'max_actions' must be int, got 1.5" in check_env("bandit", {"max_actions": 1.5})[0]
+    assert "'max_actions' must be int, got True" in check_env("bandit", {"max_actions": True})[0]
     assert check_env("bandit", {"high_arm_prob": 1}) == []
     with pytest.raises(EnvConfigError):
         make_env("bandit", {"nope": 0})

@@ -56,3 +56,18 @@ def test_entry_point_env_is_listed_and_made(monkeypatch):
     assert "my-bandit" in dict(registry.list_envs())
     env = registry.make_env("my-bandit", {"arm_names": ["Owl", "Hawk"]})
     assert env.name == "my-bandit" and "Owl" in env.reset(seed=1)[0]
+
+
+def test_env_modules_never_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from ragen_cli.envs.registry import BUILTINS, make_env\n"
+            "for name in BUILTINS: make_env(name).reset(seed=0)\n"
+            "import ragen_cli.envs.commands, ragen_cli.envs.webshop.generate\n"
+            "bad = [m for m in ('torch', 'transformers', 'vllm', 'deepspeed', 'textual') if m in sys.modules]\n"
+            "print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

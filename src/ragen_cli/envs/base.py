@@ -10,6 +10,8 @@ budget (truncation), the `info` keys and the rule that a step never raises.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from typing import Any, ClassVar
 
 import gymnasium
@@ -24,25 +26,32 @@ class EnvConfigError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
-def _type_ok(value: Any, annotation: Any) -> bool:
-    """Loose type check of a YAML value against a dataclass field annotation (as a string)."""
-    ann = str(annotation).replace("typing.", "")
-    if value is None:
-        return "None" in ann
-    if ann.startswith(("int", "float", "bool", "str")) or " | " in ann:
-        kinds = {part.strip() for part in ann.split("|")}
+def _type_ok(value: Any, tp: Any) -> bool:
+    """Does a YAML value fit a (resolved) dataclass field type? Ints are accepted as floats,
+    lists as tuples; types this does not know are accepted."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, a) for a in args)
+    if tp is type(None):
+        return value is None
+    if tp in (bool, int, float, str):
         if isinstance(value, bool):
-            return "bool" in kinds
-        if isinstance(value, int):
-            return bool(kinds & {"int", "float"})
-        if isinstance(value, float):
-            return "float" in kinds
-        if isinstance(value, str):
-            return "str" in kinds
-        return not kinds & {"int", "float", "bool", "str"}
-    if ann.startswith(("list", "tuple")):
-        return isinstance(value, (list, tuple))
+            return tp is bool
+        return isinstance(value, (int, float) if tp is float else tp)
+    if origin in (list, tuple) or tp in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(_type_ok(v, a) for v, a in zip(value, args))
+        return not args or all(_type_ok(v, args[0]) for v in value)
+    if origin is dict or tp is dict:
+        return isinstance(value, dict) and (not args or all(
+            _type_ok(k, args[0]) and _type_ok(v, args[1]) for k, v in value.items()))
     return True
+
+
+def _type_name(tp: Any) -> str:
+    return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
 
 
 def config_from_dict(config_class: type, values: dict | None) -> Any:
@@ -50,13 +59,17 @@ def config_from_dict(config_class: type, values: dict | None) -> Any:
     wrong types; raises `EnvConfigError` with all problems at once."""
     values = dict(values or {})
     fields = {f.name: f for f in dataclasses.fields(config_class)}
+    try:
+        hints = typing.get_type_hints(config_class)
+    except Exception:  # an annotation that cannot be resolved: skip type checks
+        hints = {}
     problems = []
     for key in values:
         if key not in fields:
             problems.append(f"unknown key '{key}'; valid keys: {', '.join(sorted(fields))}")
     for key, value in values.items():
-        if key in fields and not _type_ok(value, fields[key].type):
-            problems.append(f"'{key}' must be {fields[key].type}, got {value!r}")
+        if key in hints and not _type_ok(value, hints[key]):
+            problems.append(f"'{key}' must be {_type_name(hints[key])}, got {value!r}")
     if problems:
         raise EnvConfigError(problems)
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}

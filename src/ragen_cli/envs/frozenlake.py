@@ -44,6 +44,8 @@ class FrozenLakeConfig:
             raise ValueError(f"size must be in 2..32, got {self.size}")
         if not 0.2 <= self.p <= 1.0:
             raise ValueError(f"p must be in [0.2, 1], got {self.p}")
+        if self.size > 8 and self.p < 0.6:  # below site percolation (~0.59) a path is too rare
+            raise ValueError(f"maps larger than 8 need p >= 0.6 (else a path is too rare), got {self.p}")
         if not 0.0 <= self.success_rate <= 1.0:
             raise ValueError(f"success_rate must be in [0, 1], got {self.success_rate}")
         if self.max_actions < 1:
