@@ -149,6 +149,17 @@ def test_tracker_reports_only_changes():
     assert tr.healthy_checkpoints == [2]
 
 
+def test_zero_mad_spike_is_collapse_and_event_is_strict_json():
+    import json
+    # grad norm exactly 1.0 for 20 steps: MAD 0, so any rise is z = +inf; 5.0 >= 3 x 1.0
+    hist = inject(clean_run(), "actor/grad_norm", lambda t: 5.0 if t == 30 else 1.0)
+    v = assess(hist[:31], CFG)
+    assert v.level == "collapse" and v.reasons[0].value == math.inf
+    event = v.to_event()
+    assert event["reasons"][0]["value"] is None
+    json.dumps(event, allow_nan=False)  # raises on NaN / inf
+
+
 def test_helpers():
     assert smoothed([3.0, 6.0, 9.0, 0.0], 2) == [3.0, 4.5, 7.5, 4.5]
     # previous = [1, 2, 3, 4]: median 2.5, deviations 1.5, .5, .5, 1.5 -> MAD 1.0

@@ -43,8 +43,14 @@ class Verdict:
     step: int | None = None
 
     def to_event(self) -> dict:
-        """Payload for `RunDir.write_event("health", step, **verdict.to_event())`."""
-        return {"level": self.level, "reasons": [asdict(r) for r in self.reasons]}
+        """Payload for `RunDir.write_event("health", step, **verdict.to_event())`.
+
+        Non-finite numbers (a grad-norm z-score against a zero MAD is +inf) become None, so
+        events.jsonl stays strict JSON.
+        """
+        reasons = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
+                   for r in self.reasons]
+        return {"level": self.level, "reasons": reasons}
 
 
 def series(history: list[dict], name: str, last: int | None = None) -> list[float]:
