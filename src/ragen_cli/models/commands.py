@@ -7,9 +7,6 @@ from typing import Optional
 
 import typer
 
-_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
-
-
 def models(
     convert: Optional[str] = typer.Option(None, "--convert", metavar="NAME", help="Convert this built-in into the cache now."),
     dtype: str = typer.Option("float32", "--dtype", help="dtype for --convert: float32/fp32, bfloat16/bf16, float16/fp16."),
@@ -41,18 +38,10 @@ def models(
 def doctor() -> None:
     """Check the installed environment (torch, vLLM, DeepSpeed, built-in model, cache, disk,
     memory) and print the fix for each problem found. Exit code 1 if a required check fails."""
-    from ragen_cli.models.doctor import run_doctor
+    from ragen_cli.models.doctor import report, run_doctor
 
     typer.echo("ragen doctor: checking the environment (imports torch, vLLM and DeepSpeed in subprocesses)...")
-    checks = run_doctor(dict(os.environ))
-    width = max(len(c.name) for c in checks)
-    for c in checks:
-        typer.echo(f"[{_MARK[c.status]}] {c.name:<{width}}  {c.detail}")
-        if c.fix and c.status != "ok":
-            typer.echo(f"       {'':<{width}}  fix: {c.fix}")
-    failed = [c.name for c in checks if c.status == "fail"]
-    warned = [c.name for c in checks if c.status == "warn"]
-    if failed:
-        typer.echo(f"\n{len(failed)} problem(s) to fix: {', '.join(failed)}", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"\nAll required checks passed" + (f" ({len(warned)} warning(s): {', '.join(warned)})." if warned else "."))
+    lines, code = report(run_doctor(dict(os.environ)))
+    for line in lines:
+        typer.echo(line)
+    raise typer.Exit(code)

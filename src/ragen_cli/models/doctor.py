@@ -25,6 +25,7 @@ MIN_FREE_DISK_GB = 2.0  # one fp32 + one bf16 SmolLM2 conversion plus a checkpoi
 MIN_FREE_MEM_GB = 4.0
 NMS_PITFALL = "torchvision::nms"
 FIX_TORCHVISION = "pip uninstall -y torchvision torchaudio torchcodec"
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 PROBES: dict[str, str] = {
     "torch": (
@@ -182,3 +183,20 @@ def run_doctor(env: dict[str, str]) -> list[Check]:
     checks += status.check_model_cache()
     checks += [status.check_disk(), status.check_memory()]
     return checks
+
+
+def report(checks: list[Check]) -> tuple[list[str], int]:
+    """The lines `ragen doctor` prints and its exit code (1 if any check failed)."""
+    width = max(len(c.name) for c in checks)
+    lines = []
+    for c in checks:
+        lines.append(f"[{_MARK[c.status]}] {c.name:<{width}}  {c.detail}")
+        if c.fix and c.status != "ok":
+            lines.append(f"       {'':<{width}}  fix: {c.fix}")
+    failed = [c.name for c in checks if c.status == "fail"]
+    warned = [c.name for c in checks if c.status == "warn"]
+    if failed:
+        lines.append(f"\n{len(failed)} problem(s) to fix: {', '.join(failed)}")
+        return lines, 1
+    lines.append("\nAll required checks passed" + (f" ({len(warned)} warning(s): {', '.join(warned)})." if warned else "."))
+    return lines, 0

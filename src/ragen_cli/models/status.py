@@ -43,7 +43,7 @@ def check_model_cache() -> list[Check]:
     for e in entries:
         label = f"model {e.name} ({e.dtype})"
         if e.problems:
-            checks.append(Check(label, "warn", f"{e.path}: {e.problems[0]}; it is converted again on next use",
+            checks.append(Check(label, "warn", f"{e.problems[0]}; it is converted again on next use",
                                 f"rm -rf {e.path}  (or let the next run rebuild it)"))
         else:
             checks.append(Check(label, "ok", f"{e.path} ({e.size / 1e6:.0f} MB, checksums verified)"))
