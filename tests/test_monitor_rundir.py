@@ -54,6 +54,16 @@ def test_read_metrics_skips_half_line_and_keeps_last_of_repeated_step(tmp_path):
     assert [(r["step"], r["reward/mean"]) for r in run.read_metrics()] == [(0, 0.0), (1, 7.0)]
 
 
+def test_append_after_a_crash_mid_line_keeps_the_new_record(tmp_path):
+    run = _run(tmp_path)
+    run.write_metrics(0, {"reward/mean": 0.0})
+    with open(run.metrics_path, "a") as f:
+        f.write('{"step": 1, "rew')  # killed mid-line; restarted without create(resume=True)
+    run.write_metrics(1, {"reward/mean": 1.0})
+    assert [(r["step"], r["reward/mean"]) for r in run.read_metrics()] == [(0, 0.0), (1, 1.0)]
+    assert run.metrics_path.read_text().count("\n") == 3  # record, fragment, record
+
+
 def test_events_and_trajectories(tmp_path):
     run = _run(tmp_path)
     run.write_event("health", 4, level="warning", reasons=[{"signal": "entropy"}])

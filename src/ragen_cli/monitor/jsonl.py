@@ -13,9 +13,18 @@ from pathlib import Path
 
 
 def append_jsonl(path: Path, record: dict) -> None:
-    """Append one JSON object as one line; flush and fsync so a reader (or a crash) sees it whole."""
-    line = json.dumps(record, separators=(",", ":"), sort_keys=False) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
+    """Append one JSON object as one line; flush and fsync so a reader (or a crash) sees it whole.
+
+    If the file ends in a half-written line (a writer killed mid-line), a newline is written
+    first, so the new record is not glued to the fragment (readers skip the fragment).
+    """
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+    with open(path, "a+b") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                line = b"\n" + line
         f.write(line)
         f.flush()
         os.fsync(f.fileno())
