@@ -103,7 +103,7 @@ class TextEnv(gymnasium.Env):
     def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
         """Start an episode; the same seed gives the same initial state on every machine."""
         super().reset(seed=seed)
-        self.seed = seed
+        self.episode_seed = seed
         self._actions_taken = 0
         self._finished = False
         info = self._reset(self.np_random) or {}

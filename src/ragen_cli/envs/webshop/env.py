@@ -56,7 +56,7 @@ class WebShopEnv(TextEnv):
 
     def _reset(self, rng: np.random.Generator) -> dict:
         n = len(self.goal_range)
-        offset = self.seed % n if self.seed is not None else int(rng.integers(n))
+        offset = self.episode_seed % n if self.episode_seed is not None else int(rng.integers(n))
         self.goal_index = self.goal_range.start + offset
         self.goal = self.catalogue.goals[self.goal_index]
         self.page, self.results, self.page_no = "search", [], 1
