@@ -1,0 +1,139 @@
+"""vLLM backend: one engine per run; token prompts in, sampled ids and log-probs out.
+
+- Created once: `LLM(model=dir, dtype, enforce_eager on CPU, enable_prefix_caching=True,
+  max_model_len, seed, enable_lora, worker_extension_cls=WeightSyncExtension)`.
+- `generate` sends `TokensPrompt`s with one `SamplingParams` per prompt (`n`, seed
+  `seed + i * n`, vLLM gives child j the seed + j) and `logprobs=0`: the sampled token's
+  log-prob, which vLLM computes from the raw logits (`logprobs_mode="raw_logprobs"`, i.e.
+  temperature 1 and no top-p), like the HF backend and the trainer.
+- `sync(state_dict)`: full weights through the worker extension (safetensors bytes; tied
+  `lm_head.weight` dropped), then `reset_prefix_cache()`. `sync(adapter_dir)`: LoRA, a new
+  `LoRARequest` id for each new adapter version so the engine loads it.
+- `score(ids)`: `prompt_logprobs=0` on a 1-token greedy request.
+
+vLLM on CPU starts its engine core in a spawned process (V1 multiprocessing): the code that
+creates this backend must run under `if __name__ == "__main__":`. With
+`VLLM_ENABLE_V1_MULTIPROCESSING=0` the engine runs in the calling process instead.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ragen_cli.rollout.context import stop_token_ids
+from ragen_cli.rollout.types import Sample
+
+_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
+
+
+def cpu_env_defaults(kv_cache_gib: int) -> None:
+    """vLLM-on-CPU settings (FEASIBILITY.md): use every core, none reserved, a KV cache size.
+    Values already set in the environment win."""
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+
+
+class VLLMBackend:
+    name = "vllm"
+
+    def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096,
+                 seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2):
+        import torch
+
+        on_cpu = not torch.cuda.is_available()
+        if on_cpu:
+            cpu_env_defaults(kv_cache_gib)
+        from vllm import LLM
+
+        from ragen_cli.models.load import load_tokenizer
+
+        self.model_dir = Path(model_dir)
+        self.tokenizer = load_tokenizer(self.model_dir)
+        self.stop_ids = stop_token_ids(self.tokenizer)
+        self.dtype = dtype
+        self.lora_request = None
+        self._lora_version = 0
+        lora: dict[str, Any] = {}
+        if max_lora_rank is not None:
+            rank = next((r for r in _LORA_RANKS if r >= max_lora_rank), None)
+            if rank is None:
+                raise ValueError(f"LoRA rank {max_lora_rank} is above vLLM's largest supported rank 512")
+            lora = dict(enable_lora=True, max_lora_rank=rank, max_loras=1)
+        self.llm = LLM(
+            model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,
+            max_model_len=max_model_len, enable_prefix_caching=True, enforce_eager=on_cpu,
+            worker_extension_cls=EXTENSION, **lora,
+        )
+        self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
+
+    # ------------------------------------------------------------------ interface
+    def generate(self, prompts: list[list[int]], *, n: int, max_tokens: int, temperature: float,
+                 top_p: float, seed: int) -> list[list[Sample]]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if any(not p for p in prompts):
+            raise ValueError("every prompt needs at least one token")
+        greedy = temperature <= 0
+        params = [
+            SamplingParams(n=n, max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
+                           top_p=1.0 if greedy else top_p, logprobs=0, seed=seed + i * n,
+                           stop_token_ids=list(self.stop_ids), detokenize=False)
+            for i in range(len(prompts))
+        ]
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
+                                 use_tqdm=False, lora_request=self.lora_request)
+        return [[self._sample(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outs]
+
+    def sync(self, weights: Any) -> None:
+        if isinstance(weights, dict):
+            self._sync_full(weights)
+        else:
+            self._sync_lora(Path(weights))
+        self.llm.reset_prefix_cache()
+
+    def score(self, token_ids: list[int]) -> list[float]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if len(token_ids) < 2:
+            raise ValueError("score needs at least two tokens")
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+        [out] = self.llm.generate([TokensPrompt(prompt_token_ids=list(token_ids))], params,
+                                  use_tqdm=False, lora_request=self.lora_request)
+        return [step[tid].logprob for step, tid in zip(out.prompt_logprobs[1:], token_ids[1:])]
+
+    # ------------------------------------------------------------------ internals
+    def _sync_full(self, state_dict: dict) -> None:
+        import torch
+        from safetensors.torch import save
+
+        dtype = getattr(torch, self.dtype)
+        tensors = {name: t.detach().to("cpu", dtype).contiguous() for name, t in state_dict.items()
+                   if not (self.tied and name == "lm_head.weight")}
+        if not tensors:
+            raise ValueError("sync got an empty state dict")
+        loaded = self.llm.collective_rpc("ragen_load_weights", args=(save(tensors),))
+        if any(count != len(tensors) for count in loaded):
+            raise RuntimeError(f"weight sync loaded {loaded} tensors of {len(tensors)}")
+
+    def _sync_lora(self, adapter_dir: Path) -> None:
+        from vllm.lora.request import LoRARequest
+
+        if not (adapter_dir / "adapter_config.json").is_file():
+            raise ValueError(f"{adapter_dir} is not a PEFT adapter directory (no adapter_config.json)")
+        if not self.llm.llm_engine.vllm_config.lora_config:
+            raise ValueError("this vLLM engine was started without LoRA (spec model.lora is unset)")
+        self._lora_version += 1
+        self.lora_request = LoRARequest(f"ragen-policy-v{self._lora_version}", self._lora_version, str(adapter_dir))
+
+    def _sample(self, completion) -> Sample:
+        ids = list(completion.token_ids)
+        logprobs = [step[tid].logprob for step, tid in zip(completion.logprobs, ids)]
+        reason = "stop" if ids and ids[-1] in self.stop_ids else "length"
+        text = self.tokenizer.decode(ids, skip_special_tokens=False)
+        return Sample(token_ids=ids, logprobs=logprobs, text=text, finish_reason=reason)

@@ -1,0 +1,55 @@
+"""vLLM worker extension: push a full set of new weights into a running engine.
+
+Imported by name inside vLLM's worker process (`LLM(worker_extension_cls=...)`), so it must
+import without side effects. Why not `load_weights` alone (FEASIBILITY.md, "Pushing new
+weights into vLLM on CPU"): on CPU vLLM packs every linear layer's weight for its matrix
+kernels and then empties `layer.weight` (shape [0]), so loading into it fails and the built-in
+`reload_weights` silently leaves the linears unchanged. The method below re-creates the
+emptied weight parameters through each layer's own `quant_method.create_weights`, loads the
+new tensors with the model's `load_weights` (which knows the fused qkv / gate_up layouts), then
+re-runs `process_weights_after_loading` everywhere so the packed copies (linears, and the
+lm_head's packed copy of the embedding) are rebuilt from the new values.
+"""
+
+from __future__ import annotations
+
+WEIGHT_LOADER_V2_SUPPORTED = ("UnquantizedLinearMethod", "CompressedTensorsLinearMethod",
+                              "CompressedTensorsLinearTransformMethod")
+
+
+class WeightSyncExtension:
+    """Mixed into vLLM's worker class; call through `llm.collective_rpc("ragen_load_weights", ...)`."""
+
+    def ragen_load_weights(self, payload: bytes) -> int:
+        """Load `payload` (safetensors bytes of an HF-named state dict); returns tensors loaded."""
+        from safetensors.torch import load as load_safetensors
+        from vllm.model_executor.layers.linear import LinearBase
+
+        model = self.model_runner.get_model()
+        tensors = load_safetensors(payload)
+        for module in model.modules():
+            if isinstance(module, LinearBase) and module.weight.numel() == 0:
+                _recreate_weight(module)
+        model.load_weights(weights=iter(tensors.items()))
+        for module in model.modules():
+            method = getattr(module, "quant_method", None)
+            if hasattr(module, "base_layer"):
+                continue  # a LoRA wrapper: its base layer is visited on its own
+            if method is not None and hasattr(method, "process_weights_after_loading"):
+                method.process_weights_after_loading(module)
+        return len(tensors)
+
+
+def _recreate_weight(module) -> None:
+    """Give an emptied LinearBase its full-size weight parameter back (values are loaded next)."""
+    method = module.quant_method
+    v2 = type(method).__name__ in WEIGHT_LOADER_V2_SUPPORTED and hasattr(module, "weight_loader_v2")
+    method.create_weights(
+        layer=module,
+        input_size_per_partition=getattr(module, "input_size_per_partition", module.input_size),
+        output_partition_sizes=module.output_partition_sizes,
+        input_size=module.input_size,
+        output_size=module.output_size,
+        params_dtype=module.params_dtype,
+        weight_loader=module.weight_loader_v2 if v2 else module.weight_loader,
+    )
