@@ -168,3 +168,24 @@ def test_loads_original_schema_files_with_synthetic_goals(tmp_path):
     assert sorted(g["instruction_text"].split(",")[0] for g in cat.goals) == [
         "i want a stainless steel kettle with color: red | black", "i want a stainless steel kettle with color: silver"]
     assert [x["asin"] for x in cat.search("steel kettle")] == ["B000000001"] and cat.search("zebra") == []
+
+
+def test_generator_reproduces_the_shipped_catalogue(tmp_path):
+    from ragen_cli.envs.webshop.catalogue import SHIPPED_DIR
+    from ragen_cli.envs.webshop.generate import generate
+
+    generate(tmp_path)
+    for name in ["items_shuffle.json", "items_ins_v2.json", "items_human_ins.json", "reviews.json"]:
+        assert (tmp_path / name).read_bytes() == (SHIPPED_DIR / name).read_bytes(), name
+
+
+def test_shipped_catalogue_goals_are_satisfiable():
+    cat = load_catalogue(None, None, True)
+    assert len(cat.products) == 300 and len(cat.goals) == 600
+    assert len({p["query"] for p in cat.products}) == 6
+    for goal in cat.goals:
+        product = cat.by_asin[goal["asin"]]
+        assert set(goal["attributes"]) <= set(product["Attributes"])
+        values = [v for vals in product["options"].values() for v in vals]
+        assert all(o in values for o in goal["goal_options"])
+        assert product["_price"] <= goal["price_upper"]
