@@ -5,7 +5,7 @@ import pytest
 from ragen_cli.monitor.health import Reason, Verdict
 from ragen_cli.tui.format import (
     alarm_steps, chart_series, intervention_steps, eta_seconds, event_row, filter_trajectories, fmt_duration,
-    header_markup, matching_names, run_start, split_reply, step_seconds, trajectory_markup,
+    header_markup, matching_names, run_start, split_reply, step_seconds, trajectory_markup, turn_flags,
 )
 from ragen_cli.tui.widgets.charts import CHARTS, band_lines, chart_lines
 
@@ -68,7 +68,15 @@ def test_trajectory_filter_and_markup():
          "reward": -0.1, "valid": True, "effective": False, "format_ok": True}]}
     text = trajectory_markup(traj)
     # "[X]" in the state must be escaped, not read as Rich markup
-    assert "#P_\\[X]" in text and "push" in text and "not effective" in text and "failure" in text
+    assert "#P_\\[X]" in text and "push" in text and "no effect" in text and "failure" in text
+
+
+def test_turn_flags_bools_and_counts():
+    assert turn_flags({"format_ok": True, "valid": True, "effective": True}) == []
+    assert turn_flags({"format_ok": False, "valid": False}) == ["format error", "invalid"]
+    # the rollout's counts: 3 actions run, 2 valid, 1 changed the state, reply hit max tokens
+    turn = {"format_ok": True, "executed": 3, "valid": 2, "effective": 1, "finish_reason": "length"}
+    assert turn_flags(turn) == ["invalid: 1/3", "no effect: 2/3", "cut at max tokens"]
 
 
 def test_chart_data():

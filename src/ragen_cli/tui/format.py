@@ -126,16 +126,39 @@ def filter_trajectories(trajs: list[dict], mode: str) -> list[int]:
     return [i for i, t in enumerate(trajs) if mode == "all" or bool(t.get("success")) == (mode == "success")]
 
 
+def turn_flags(turn: dict) -> list[str]:
+    """Problems of one turn: unparsable reply, invalid / ineffective actions, reply cut short.
+
+    `valid` / `effective` are counts of actions (with `executed`, as the rollout writes them)
+    or booleans (one action).
+    """
+    flags = []
+    if turn.get("format_ok") is False:
+        flags.append("format error")
+    executed = turn.get("executed")
+    for key, word in (("valid", "invalid"), ("effective", "no effect")):
+        v = turn.get(key)
+        if v is False:
+            flags.append(word)
+        elif isinstance(v, int) and not isinstance(v, bool) and isinstance(executed, int) and v < executed:
+            flags.append(f"{word}: {executed - v}/{executed}")
+    if turn.get("finish_reason") == "length":
+        flags.append("cut at max tokens")
+    return flags
+
+
 def trajectory_markup(traj: dict) -> str:
     """One trajectory, turn by turn: state, think, answer, actions, reward and flags."""
     head = (f"[b]group {traj.get('group', '?')}  seed {traj.get('seed', '?')}  env {escape(str(traj.get('env', '?')))}[/b]  "
             f"reward {_short(traj.get('reward', 0.0))}  " + ("[green]success[/]" if traj.get("success") else "[red]failure[/]"))
+    if traj.get("truncated"):
+        head += "  [yellow]truncated[/]"
     lines = [head]
     for k, turn in enumerate(traj.get("turns", []), 1):
         think, answer = split_reply(str(turn.get("reply", "")))
-        flags = [name for name in ("valid", "effective", "format_ok") if turn.get(name) is False]
+        flags = turn_flags(turn)
         lines += [
-            f"\n[b]turn {k}[/b]  reward {_short(turn.get('reward', 0.0))}" + (f"  [red]not {', not '.join(flags)}[/]" if flags else ""),
+            f"\n[b]turn {k}[/b]  reward {_short(turn.get('reward', 0.0))}" + (f"  [red]{escape(', '.join(flags))}[/]" if flags else ""),
             f"[dim]state[/]   {escape(str(turn.get('obs', '')))}",
             f"[dim]think[/]   {escape(think)}" if think else "[dim]think[/]   -",
             f"[dim]answer[/]  {escape(answer)}",
