@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any, Mapping
 
+from rich.columns import Columns
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.syntax import Syntax
@@ -51,22 +53,29 @@ def algorithm_table(plan: Plan, provenance: Mapping[str, str]) -> Table:
 def launch_text(plan: Plan) -> str:
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
     if plan.launch.kind == "in-process":
-        return f"{env}\none process, in this process (world size 1)".strip()
-    return f"{env} \\\n  {shlex.join(plan.launch.argv)}".strip()
+        return "\n".join(x for x in (env, "one process, in this process (world size 1)") if x)
+    command = shlex.join(plan.launch.argv)
+    return f"{env} \\\n  {command}" if env else command
+
+
+def compact_json(data: Any) -> str:
+    """Indented JSON with short lists kept on one line (`"betas": [0.9, 0.999]`)."""
+    text = json.dumps(data, indent=2)
+    return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
 def plan_renderable(plan: Plan, provenance: Mapping[str, str]) -> Group:
     parts: list[Any] = [
         f"[bold]{plan.name}[/] -> {plan.run_dir}   device: {plan.device}   "
         f"LoRA: {'yes' if plan.lora else 'no'}   reference model: {'yes' if plan.needs_reference else 'no'}",
-        sizes_table(plan),
-        algorithm_table(plan, provenance),
-        Panel(Syntax(json.dumps(plan.deepspeed, indent=2), "json"), title="DeepSpeed config (actor)", title_align="left"),
+        Columns([sizes_table(plan), algorithm_table(plan, provenance)]),
     ]
+    panels = [Panel(Syntax(compact_json(plan.deepspeed), "json"), title="DeepSpeed config (actor)", title_align="left", expand=False),
+              Panel(Syntax(compact_json(plan.vllm), "json"), title="vLLM engine", title_align="left", expand=False)]
+    parts.append(Columns(panels))
     if plan.critic_deepspeed is not None:
         critic_lr = plan.critic_deepspeed["optimizer"]["params"]["lr"]
         parts.append(f"Critic: same DeepSpeed config with lr {critic_lr}")
-    parts.append(Panel(Syntax(json.dumps(plan.vllm, indent=2), "json"), title="vLLM engine", title_align="left"))
     parts.append(Panel(launch_text(plan), title="Launch", title_align="left"))
     return Group(*parts)
 
