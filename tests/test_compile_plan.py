@@ -178,7 +178,12 @@ def test_print_plan_shows_sizes_provenance_and_launch(tmp_path: Path):
     print_plan(compile_plan(loaded.spec, device="cpu", cpu_count=2), loaded.provenance, console=console)
     text = console.export_text()
     assert "gradient accumulation steps" in text and "WarmupCosineLR" in text
-    rows = {ln.split("│")[1].strip(): ln for ln in text.splitlines() if ln.count("│") >= 3}
-    assert "user" in rows["clip_high"] and "0.3" in rows["clip_high"]
-    assert "--set" in rows["entropy_coef"] and "preset" in rows["clip_low"] and "default" in rows["gamma"]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        for i, cell in enumerate(cells[:-2]):
+            rows.setdefault(cell, (cells[i + 1], cells[i + 2]))
+    assert rows["clip_high"] == ("0.3", "user")
+    assert rows["entropy_coef"] == ("0.0", "--set")
+    assert rows["clip_low"] == ("0.2", "preset") and rows["gamma"] == ("1.0", "default")
     assert "VLLM_CPU_OMP_THREADS_BIND=0-1" in text and "world size 1" in text
