@@ -71,3 +71,16 @@ def test_env_modules_never_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_show_lists_config_as_yaml_that_check_env_accepts():
+    import yaml
+
+    for name in registry.BUILTINS:
+        out = runner.invoke(app, ["envs", "show", name, "--seed", "0"]).output
+        block = out.split("-- config (change with --set key=value) --\n")[1].split("-- instruction --")[0]
+        config = yaml.safe_load(block)
+        assert "max_actions" in config and registry.check_env(name, config) == [], name
+    out = runner.invoke(app, ["envs", "show", "bandit"]).output
+    assert "high_arm_prob: 0.25  # Probability that the risky arm pays (else it pays 0)." in out
+    assert "arm_names: [Phoenix, Dragon]" in out

@@ -9,7 +9,10 @@ budget (truncation), the `info` keys and the rule that a step never raises.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import textwrap
 import types
 import typing
 from typing import Any, ClassVar
@@ -77,6 +80,21 @@ def config_from_dict(config_class: type, values: dict | None) -> Any:
         return config_class(**values)
     except (ValueError, TypeError) as err:
         raise EnvConfigError([str(err)]) from None
+
+
+def config_fields(config: Any) -> list[tuple[str, Any, str]]:
+    """(name, value, help) of each field of a config dataclass instance; the help is the string
+    literal written right under the field in the class body (empty when there is none)."""
+    docs: dict[str, str] = {}
+    try:
+        body = ast.parse(textwrap.dedent(inspect.getsource(type(config)))).body[0].body
+    except (OSError, TypeError, SyntaxError, IndexError, AttributeError):
+        body = []
+    for node, nxt in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(nxt, ast.Expr)
+                and isinstance(nxt.value, ast.Constant) and isinstance(nxt.value.value, str)):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return [(f.name, getattr(config, f.name), docs.get(f.name, "")) for f in dataclasses.fields(config)]
 
 
 class TextEnv(gymnasium.Env):

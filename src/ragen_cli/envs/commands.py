@@ -37,6 +37,15 @@ def _make(name: str, sets: list[str]):
         raise typer.Exit(2) from None
 
 
+def _yaml_value(value) -> str:
+    import yaml
+
+    if isinstance(value, tuple):
+        value = list(value)
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=10**6)
+    return text.strip().removesuffix("...").strip()
+
+
 def _actions_text(env) -> str:
     return ", ".join(env.valid_actions()) or "(free-form text, see the instruction)"
 
@@ -60,7 +69,12 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     """Print the instruction and the initial state for a seed."""
     env = _make(name, sets)
     obs, _ = env.reset(seed=seed)
+    from ragen_cli.envs.base import config_fields
+
     typer.echo(f"== {env.name} (seed {seed}, {env.max_actions} actions) ==")
+    typer.echo("-- config (change with --set key=value) --")
+    for key, value, help_ in config_fields(env.config):
+        typer.echo(f"{key}: {_yaml_value(value)}" + (f"  # {help_}" if help_ else ""))
     typer.echo("-- instruction --")
     typer.echo(env.instruction())
     typer.echo("-- initial state --")
