@@ -132,3 +132,17 @@ def test_missing_file_exit_2(tmp_path: Path, monkeypatch):
     result = CliRunner().invoke(app, ["validate", "nope.yaml"])
     assert result.exit_code == 2
     assert "nope.yaml: no such file" in result.stderr
+
+
+@pytest.mark.parametrize("hostfile,fragment", [
+    ("node-0 slots=8\n", "lists 1 host(s), fewer than deepspeed.nodes = 2"),
+    ("node-0 slots=8\nnode-1 gpus=8\n", "bad line 'node-1 gpus=8' (expected `hostname slots=N`)"),
+])
+def test_bad_hostfile(hostfile: str, fragment: str, tmp_path: Path, monkeypatch):
+    """2 nodes x 1 process, micro 2: kept 16 splits as 16 / (2 x 2) = 4, so only the hostfile is wrong."""
+    monkeypatch.chdir(tmp_path)
+    Path("hosts").write_text("# two GPU machines\n" + hostfile)
+    Path("bad.yaml").write_text(spec_with(deepspeed="nodes: 2\nhostfile: hosts\n").replace("micro_batch: 4", "micro_batch: 2"))
+    result = CliRunner().invoke(app, ["validate", "bad.yaml"])
+    assert result.exit_code == 2
+    assert "bad.yaml:18:13: deepspeed.hostfile: " in result.stderr and fragment in result.stderr

@@ -122,12 +122,9 @@ def plain_message(root: type[BaseModel], path: Path, err: dict[str, Any]) -> str
         return f"{_NAME_RULE}, got {got}" if path == ("name",) else f"must match {ctx.get('pattern')}, got {got}"
     if kind == "string_too_short":
         return "must not be empty"
-    base = kind.split("_")[0] if not kind.startswith("model_attributes") else "model_attributes"
-    if base in _KIND or kind.startswith(("int_", "float_", "bool_", "string_")):
-        expected = _KIND.get(base) or _KIND.get(kind.split("_")[0], "another type")
-        if kind == "int_from_float":
-            expected = "a whole number"
-        return f"expected {expected}, got {got}"
+    prefix = next((p for p in _KIND if kind.startswith(p + "_")), None)
+    if prefix:
+        return f"expected {_KIND[prefix]}, got {got}"
     return err.get("msg", kind)
 
 
