@@ -168,6 +168,15 @@ def test_loads_original_schema_files_with_synthetic_goals(tmp_path):
     assert sorted(g["instruction_text"].split(",")[0] for g in cat.goals) == [
         "i want a stainless steel kettle with color: red | black", "i want a stainless steel kettle with color: silver"]
     assert [x["asin"] for x in cat.search("steel kettle")] == ["B000000001"] and cat.search("zebra") == []
+    # a second product file makes the choice ambiguous: the config must name it
+    (tmp_path / "items_shuffle.json").write_text(json.dumps(products))
+    with pytest.raises(FileNotFoundError, match="several files match"):
+        load_catalogue(str(tmp_path), 1, True)
+    env = make_env("webshop", {"data_dir": str(tmp_path), "products_file": "items_shuffle_1000.json",
+                               "human_goals": False, "split": "test"})
+    obs, info = env.reset(seed=0)
+    assert "i want a stainless steel kettle with color: " in obs and info["goal_asin"] == "B000000001"
+    assert "has no file 'nope.json'" in check_env("webshop", {"data_dir": str(tmp_path), "products_file": "nope.json"})[0]
 
 
 def test_generator_reproduces_the_shipped_catalogue(tmp_path):

@@ -26,8 +26,18 @@ PRICE_RANGE = [10.0 * i for i in range(1, 100)]
 SEARCH_RETURN_N = 50
 
 
-def _one(data_dir: Path, pattern: str, required: bool = True) -> Path | None:
+def _one(data_dir: Path, pattern: str, required: bool = True, name: str | None = None) -> Path | None:
+    """The file `name` in data_dir, else the single file matching `pattern` (an error when
+    several match, e.g. items_shuffle.json and items_shuffle_1000.json: pass the name)."""
+    if name:
+        path = data_dir / name
+        if not path.is_file():
+            raise FileNotFoundError(f"WebShop data_dir {data_dir} has no file '{name}'")
+        return path
     found = sorted(data_dir.glob(pattern))
+    if len(found) > 1:
+        raise FileNotFoundError(f"several files match '{pattern}' in {data_dir} "
+                                f"({', '.join(f.name for f in found)}); choose one in the env config")
     if not found and required:
         raise FileNotFoundError(f"WebShop data_dir {data_dir} has no file matching '{pattern}'")
     return found[0] if found else None
@@ -131,15 +141,15 @@ def _index(products: list[dict]):
 
 
 @functools.lru_cache(maxsize=4)
-def load_catalogue(data_dir: str | None = None, num_products: int | None = None,
-                   human_goals: bool = True) -> Catalogue:
+def load_catalogue(data_dir: str | None = None, num_products: int | None = None, human_goals: bool = True,
+                   products_file: str | None = None, attributes_file: str | None = None) -> Catalogue:
     """Products, goals (WebShop order, then shuffled with a fixed seed) and the search index;
     cached, so every env instance over the same files shares one copy."""
     root = Path(data_dir).expanduser() if data_dir else SHIPPED_DIR
     if not root.is_dir():
         raise FileNotFoundError(f"WebShop data_dir {root} is not a directory")
-    raw = json.loads(_one(root, "items_shuffle*.json").read_text())
-    attrs = json.loads(_one(root, "items_ins_v2*.json").read_text())
+    raw = json.loads(_one(root, "items_shuffle*.json", name=products_file).read_text())
+    attrs = json.loads(_one(root, "items_ins_v2*.json", name=attributes_file).read_text())
     human_path = _one(root, "items_human_ins*.json", required=False)
     human = json.loads(human_path.read_text()) if human_goals and human_path else None
     review_path = _one(root, "reviews*.json", required=False)

@@ -23,6 +23,10 @@ SPLITS = ("train", "val", "test")
 class WebShopConfig:
     data_dir: str | None = None
     """Directory with original WebShop files (items_shuffle*.json, items_ins_v2*.json, ...); omit for the shipped catalogue."""
+    products_file: str | None = None
+    """Product file name in data_dir (e.g. items_shuffle_1000.json); omit when only one items_shuffle*.json is there."""
+    attributes_file: str | None = None
+    """Attribute file name in data_dir (e.g. items_ins_v2_1000.json); omit when only one items_ins_v2*.json is there."""
     num_products: int | None = None
     """Use only the first N products of the file (as WebShop's num_products)."""
     human_goals: bool = True
@@ -41,6 +45,9 @@ class WebShopConfig:
             root = Path(self.data_dir).expanduser()
             if not root.is_dir() or not any(root.glob("items_shuffle*.json")):
                 raise ValueError(f"data_dir {self.data_dir} has no items_shuffle*.json (WebShop product file)")
+            for name in (self.products_file, self.attributes_file):
+                if name and not (root / name).is_file():
+                    raise ValueError(f"data_dir {self.data_dir} has no file '{name}'")
 
 
 class WebShopEnv(TextEnv):
@@ -51,7 +58,8 @@ class WebShopEnv(TextEnv):
     def __init__(self, config=None):
         super().__init__(config)
         cfg = self.config
-        self.catalogue = load_catalogue(cfg.data_dir, cfg.num_products, cfg.human_goals)
+        self.catalogue = load_catalogue(cfg.data_dir, cfg.num_products, cfg.human_goals,
+                                        cfg.products_file, cfg.attributes_file)
         self.goal_range = split_range(len(self.catalogue.goals), cfg.split)
 
     def _reset(self, rng: np.random.Generator) -> dict:
