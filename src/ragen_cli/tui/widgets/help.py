@@ -16,9 +16,9 @@ HELP = """[b]ragen watch[/b]: keys
   [b]?[/b]          this help (escape or ? closes it)
   [b]q[/b]          quit
 
-Charts: orange lines mark steps where the health verdict turned to WARNING,
-red lines where it turned to COLLAPSE (Echo Trap; see docs/watch.md), magenta
-lines where the trainer intervened."""
+Charts: vertical lines mark the steps where the health verdict
+turned to WARNING (orange) or COLLAPSE (red), and interventions
+(magenta). The Echo Trap signals are explained in docs/watch.md."""
 
 
 class HelpScreen(ModalScreen[None]):

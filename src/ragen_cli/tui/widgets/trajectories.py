@@ -72,8 +72,11 @@ class TrajectoryBrowser(Horizontal):
             table.add_row(str(i), str(t.get("group", "-")), f"{float(t.get('reward', 0.0)):.3g}", ok)
         if self.rows:
             self.show_trajectory(self.rows[0])
+        elif self.step is None:
+            self.query_one("#traj-text", Static).update("no trajectories yet")
         else:
-            self.query_one("#traj-text", Static).update(f"no {self.mode if self.mode != 'all' else ''} trajectories at step {self.step}")
+            which = "" if self.mode == "all" else f"{self.mode} "
+            self.query_one("#traj-text", Static).update(f"no {which}trajectories at step {self.step}")
 
     def show_trajectory(self, index: int) -> None:
         self.query_one("#traj-text", Static).update(trajectory_markup(self.trajs[index]))
