@@ -53,7 +53,7 @@ def header_text(app, index: int = 0) -> str:
     return str(app.query_one(f"#run-{index} RunHeader", RunHeader).render())
 
 
-async def until(pilot, predicate, timeout: float = 5.0) -> None:
+async def until(pilot, predicate, timeout: float = 10.0) -> None:
     """Let the app run until `predicate()` holds (fails after `timeout` seconds)."""
     for _ in range(int(timeout / 0.05)):
         if predicate():
