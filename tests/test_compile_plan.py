@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
 from ragen_cli.compile.deepspeed_config import scheduler_block
 from ragen_cli.compile.launch import vllm_lora_rank

@@ -146,3 +146,17 @@ def test_bad_hostfile(hostfile: str, fragment: str, tmp_path: Path, monkeypatch)
     result = CliRunner().invoke(app, ["validate", "bad.yaml"])
     assert result.exit_code == 2
     assert "bad.yaml:18:13: deepspeed.hostfile: " in result.stderr and fragment in result.stderr
+
+
+def test_logger_needs_its_package(tmp_path: Path, monkeypatch):
+    """A logger whose package is missing is an error at its list position; the check looks the
+    package up with importlib (patched here to a name that cannot exist)."""
+    from ragen_cli.spec import checks
+
+    monkeypatch.setitem(checks.LOGGER_PACKAGES, "wandb", "ragen_no_such_package_xyz")
+    monkeypatch.chdir(tmp_path)
+    Path("bad.yaml").write_text(spec_with(monitor="loggers: [jsonl, wandb]\n"))
+    result = CliRunner().invoke(app, ["validate", "bad.yaml"])
+    assert result.exit_code == 2
+    # "  loggers: [jsonl, wandb]": 12 characters before jsonl, 7 more before wandb -> column 20
+    assert "bad.yaml:17:20: monitor.loggers[1]: logger 'wandb' needs the 'ragen_no_such_package_xyz' package" in result.stderr

@@ -5,6 +5,7 @@ Each check returns [(key path, message)]; the loader turns paths into file:line:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -109,6 +110,19 @@ def _slots_ok(word: str) -> bool:
     return key == "slots" and value.isdigit() and int(value) > 0
 
 
+LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}  # logger -> the package it writes with
+
+
+def check_loggers(spec: RunSpec) -> Found:
+    """A logger other than jsonl needs its package installed here (found without importing it)."""
+    out: Found = []
+    for i, logger in enumerate(spec.monitor.loggers):
+        package = LOGGER_PACKAGES.get(logger)
+        if package and importlib.util.find_spec(package) is None:
+            out.append((f"monitor.loggers[{i}]", f"logger '{logger}' needs the '{package}' package: pip install {package}"))
+    return out
+
+
 def check_refs(spec: RunSpec) -> Found:
     """The model and every env name must resolve on this machine."""
     out = [("model.name", m) for m in model_problems(spec.model.name)]
@@ -130,11 +144,12 @@ RULES = (
     "offload: cpu needs zero_stage 1-3 and a CUDA device; fp16 does not train on device: cpu. "
     "LoRA is allowed at every ZeRO stage.",
     "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts.",
+    "Each logger besides jsonl has its package installed (tensorboard, wandb).",
     "model.name is a built-in, a local directory with config.json, or a hub id org/name.",
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
 
-CHECKS = (check_sizes, check_context, check_algorithm, check_deepspeed, check_refs)
+CHECKS = (check_sizes, check_context, check_algorithm, check_deepspeed, check_loggers, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:
