@@ -97,11 +97,11 @@ def test_user_nested_filter_overrides_only_that_key(tmp_path: Path):
 def test_set_overrides_parse_yaml_scalars_and_create_sections(tmp_path: Path):
     spec = load_spec(write(tmp_path, MINIMAL), [
         "train.steps=7", "rollout.think=false", "train.lr_actor=1e-5", "model.lora.rank=4",
-        "monitor.loggers=[jsonl, tensorboard]", "env.train.config.high_arm_prob=0.5",
+        "env.val.envs=[{name: bandit-test}]", "env.train.config.high_arm_prob=0.5",
     ])
     assert spec.train.steps == 7 and spec.rollout.think is False and spec.train.lr_actor == 1e-5
     assert spec.model.lora is not None and spec.model.lora.rank == 4
-    assert spec.monitor.loggers == ["jsonl", "tensorboard"]
+    assert [e.name for e in spec.env.val.envs] == ["bandit-test"]
     assert spec.env.train.config == {"high_arm_prob": 0.5}
 
 
