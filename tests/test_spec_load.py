@@ -174,3 +174,10 @@ def test_exponent_floats_are_numbers_everywhere(tmp_path: Path):
     spec = load_spec(write(tmp_path, MINIMAL.replace("group_size: 8}", "group_size: 8, config: {high_arm_prob: 5e-1}}")),
                      ["train.lr_actor=3e-4"])
     assert spec.env.train.config == {"high_arm_prob": 0.5} and spec.train.lr_actor == 3e-4
+
+
+def test_set_whole_algorithm_section_counts_as_set(tmp_path: Path):
+    loaded = load(write(tmp_path, MINIMAL), ["algorithm={clip_high: 0.3, filter: {keep_ratio: 0.5}}"])
+    assert loaded.spec.algorithm.clip_high == 0.3 and loaded.spec.algorithm.filter.keep_ratio == 0.5
+    assert loaded.provenance["clip_high"] == "--set" and loaded.provenance["filter.keep_ratio"] == "--set"
+    assert loaded.provenance["clip_low"] == "preset"

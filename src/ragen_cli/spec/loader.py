@@ -167,13 +167,19 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
             problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
     if problems:
         raise SpecError(sorted(problems, key=_order))
-    user_alg = located.data.get("algorithm") if isinstance(located.data.get("algorithm"), dict) else {}
-    set_alg: dict[str, Any] = {}
+    return LoadedSpec(spec, file, _provenance(spec, preset, located.data, parsed))
+
+
+def _provenance(spec: RunSpec, preset: str | None, file_data: dict, parsed: list[Override]) -> dict[str, Source]:
+    """Who set each algorithm field: the spec file's `algorithm` mapping, `--set algorithm...`."""
+    user = file_data.get("algorithm") if isinstance(file_data.get("algorithm"), dict) else {}
+    from_set: dict[str, Any] = {}
     for ov in parsed:
-        if ov.path[:1] == ("algorithm",) and len(ov.path) > 1:
-            set_alg = merge_under(set_alg, _nested(ov.path[1:], ov.value))
-    fields = leaf_paths(spec.algorithm.model_dump())
-    return LoadedSpec(spec, file, resolve_provenance(fields, preset, user_alg, set_alg))
+        if ov.path[:1] == ("algorithm",):
+            value = _nested(ov.path[1:], ov.value)
+            if isinstance(value, dict):
+                from_set = merge_under(from_set, value)
+    return resolve_provenance(leaf_paths(spec.algorithm.model_dump()), preset, user, from_set)
 
 
 def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> RunSpec:
