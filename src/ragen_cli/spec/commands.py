@@ -71,7 +71,7 @@ def _flat(data: dict, prefix: str = "") -> dict:
 
 def validate(
     spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
-    set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
+    set_: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a value: --set train.steps=10 (repeatable)."),
     schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of run specs and exit."),
 ) -> None:
     """Check a run spec without running it: every problem, with file:line:col and key path."""

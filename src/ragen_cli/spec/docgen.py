@@ -24,6 +24,10 @@ file:line:col and key path), `ragen validate --schema` prints its JSON Schema, a
 `ragen train SPEC --dry-run` prints the compiled plan. Unknown keys are errors. Any value can be
 overridden on the command line with `--set key.path=value` (the value is read as YAML).
 Relative paths start at the directory ragen runs in.
+
+Editor completion: `ragen validate --schema > ragen.schema.json`, then start the spec with
+`# yaml-language-server: $schema=ragen.schema.json` (VS Code's YAML extension and other editors
+that use yaml-language-server read it).
 """
 
 
