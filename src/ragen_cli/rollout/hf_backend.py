@@ -93,7 +93,8 @@ class HFBackend:
         greedy = temperature <= 0
         return GenerationConfig(
             max_new_tokens=max_tokens, do_sample=not greedy,
-            temperature=None if greedy else temperature, top_p=None if greedy else top_p, top_k=0,
+            temperature=None if greedy else temperature, top_p=None if greedy else top_p,
+            top_k=None if greedy else 0,
             eos_token_id=list(self.stop_ids), pad_token_id=self.pad_id, use_cache=True,
             output_logits=True, return_dict_in_generate=True,
         )

@@ -79,15 +79,17 @@ class VLLMBackend:
         if any(not p for p in prompts):
             raise ValueError("every prompt needs at least one token")
         greedy = temperature <= 0
+        copies, per = (n, 1) if greedy else (1, n)  # vLLM refuses n > 1 with greedy sampling
         params = [
-            SamplingParams(n=n, max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
-                           top_p=1.0 if greedy else top_p, logprobs=0, seed=seed + i * n,
+            SamplingParams(n=per, max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
+                           top_p=1.0 if greedy else top_p, logprobs=0, seed=seed + i * n + j,
                            stop_token_ids=list(self.stop_ids), detokenize=False)
-            for i in range(len(prompts))
+            for i in range(len(prompts)) for j in range(copies)
         ]
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], params,
-                                 use_tqdm=False, lora_request=self.lora_request)
-        return [[self._sample(c) for c in sorted(out.outputs, key=lambda c: c.index)] for out in outs]
+        requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts for _ in range(copies)]
+        outs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
+        flat = [self._sample(c) for out in outs for c in sorted(out.outputs, key=lambda c: c.index)]
+        return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 
     def sync(self, weights: Any) -> None:
         if isinstance(weights, dict):

@@ -1,0 +1,83 @@
+"""Subprocess script for tests/test_rollout_vllm.py (vLLM spawns processes, so it runs under a
+`__main__` guard): one vLLM engine (tiny-random, fp32, LoRA enabled) checks several things and
+prints one JSON line that the test asserts on.
+
+    python tests/rollout_vllm_probe.py MODEL_DIR WORK_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def greedy(backend, tok):
+    from ragen_cli.rollout.driver import run_rollouts
+    from ragen_cli.spec.models import EnvRef, RolloutSpec
+
+    rollout = RolloutSpec(temperature=0.0, max_turns=3, max_tokens_per_turn=24)
+    return run_rollouts(backend, tok, EnvRef(name="sokoban"), [1, 2], 2, rollout, 2048, 0)
+
+
+def perturbed(model, seed: float, scale: float):
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return {k: v + scale * torch.randn(v.shape, generator=gen) for k, v in model.state_dict().items()}
+
+
+def lora_adapter(base, path, seed: int):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    config = LoraConfig(r=8, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
+    peft_model = get_peft_model(base, config)
+    peft_model.save_pretrained(path)
+    return peft_model
+
+
+def main(model_dir: str, work: str) -> dict:
+    from ragen_cli.models.load import load_causal_lm, load_tokenizer
+    from ragen_cli.rollout.backend import parity_gap
+    from ragen_cli.rollout.hf_backend import HFBackend
+    from ragen_cli.rollout.vllm_backend import VLLMBackend
+
+    tok = load_tokenizer(model_dir)
+    model = load_causal_lm(model_dir, "float32")
+    hf = HFBackend(model, tok)
+    vllm = VLLMBackend(model_dir, "float32", max_model_len=2048, seed=0, max_lora_rank=8, kv_cache_gib=1)
+    res: dict = {}
+    # 1. greedy trajectories: same tokens, same masks, log-probs within fp32 noise
+    h, v = greedy(hf, tok), greedy(vllm, tok)
+    res["greedy_equal"] = [t.input_ids for t in h] == [t.input_ids for t in v]
+    res["greedy_mask_equal"] = [t.loss_mask for t in h] == [t.loss_mask for t in v]
+    res["greedy_tokens"] = sum(t.num_generated for t in h)
+    res["greedy_logprob_gap"] = max(parity_gap(a.old_logprobs, b.old_logprobs) for a, b in zip(h, v))
+    probe = h[0].input_ids[:160]
+    # 2. sampled (T=1) log-probs of vLLM equal the trainer's log-probs of the same tokens
+    [[s]] = vllm.generate([probe], n=1, max_tokens=16, temperature=1.0, top_p=1.0, seed=5)
+    res["sampled_logprob_gap"] = parity_gap(s.logprobs, hf.score(probe + s.token_ids)[len(probe) - 1:])
+    # 3. full-weight sync: stale before, equal after; pushing the old weights back restores
+    original = {k: t.clone() for k, t in model.state_dict().items()}
+    model.load_state_dict(perturbed(model, 1, 0.05))
+    res["full_stale_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+    vllm.sync(model.state_dict())
+    res["full_synced_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+    model.load_state_dict(original)
+    vllm.sync(model.state_dict())
+    res["full_restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+    res["full_restored_greedy_equal"] = [t.input_ids for t in greedy(vllm, tok)] == [t.input_ids for t in h]
+    # 4. LoRA: two adapter versions in turn, each served after its sync
+    for version in (1, 2):
+        peft_model = lora_adapter(model, f"{work}/adapter-{version}", seed=version)
+        trainer = HFBackend(peft_model, tok)
+        res[f"lora{version}_stale_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
+        vllm.sync(f"{work}/adapter-{version}")
+        res[f"lora{version}_synced_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
+        model = peft_model.unload()  # back to the plain base model for the next version
+    return res
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)

@@ -1,0 +1,62 @@
+"""vLLM backend against the HF backend and the trainer's model (issue 4 acceptance, slow).
+
+vLLM starts its engine in spawned processes, so all checks run in one subprocess script
+(`tests/rollout_vllm_probe.py`, one engine start) that prints a JSON line asserted on here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("vllm")
+
+# fp32 on CPU: HF and vLLM log-probs of the same tokens agree to ~1e-6 (seen: 1e-6 to 2e-6);
+# 1e-3 leaves room for kernel differences and is still 50x below the spec's parity_threshold.
+SYNCED = 1e-3
+# A stale engine must be caught: perturbing every weight by N(0, 0.05^2), or a random LoRA
+# adapter (r=8, alpha=16, random A and B), moved the probe's log-probs by 0.6-1.2 nats.
+STALE = 0.05  # the spec's default parity_threshold
+
+
+@pytest.fixture(scope="module")
+def probe(tiny_model_dir, tmp_path_factory):
+    script = Path(__file__).with_name("rollout_vllm_probe.py")
+    work = tmp_path_factory.mktemp("vllm")
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(work)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.mark.slow
+def test_vllm_and_hf_greedy_trajectories_are_identical(probe):
+    assert probe["greedy_equal"] and probe["greedy_mask_equal"]
+    assert probe["greedy_tokens"] > 0
+    assert probe["greedy_logprob_gap"] < SYNCED
+
+
+@pytest.mark.slow
+def test_vllm_sampling_logprobs_match_the_trainer(probe):
+    assert probe["sampled_logprob_gap"] < SYNCED
+
+
+@pytest.mark.slow
+def test_full_weight_sync_serves_the_new_weights(probe):
+    assert probe["full_stale_gap"] > STALE  # the probe sees stale weights...
+    assert probe["full_synced_gap"] < SYNCED  # ...and the push fixes them
+    assert probe["full_restored_gap"] < SYNCED and probe["full_restored_greedy_equal"]
+
+
+@pytest.mark.slow
+def test_lora_sync_serves_each_new_adapter(probe):
+    for version in (1, 2):
+        assert probe[f"lora{version}_stale_gap"] > STALE
+        assert probe[f"lora{version}_synced_gap"] < SYNCED
