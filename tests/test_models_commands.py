@@ -116,3 +116,17 @@ def test_memory_reading(tmp_path):
     # 24053708 KiB * 1024 = 24,630,996,992 bytes = 24.63 GB
     assert status.mem_available_gb(meminfo) == pytest.approx(24.630996992)
     assert status.mem_available_gb(tmp_path / "absent") is None
+
+
+def test_models_command_imports_no_heavy_package():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from typer.testing import CliRunner; from ragen_cli.cli import app; "
+        "r = CliRunner().invoke(app, ['models']); assert r.exit_code == 0, r.output; "
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'deepspeed') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

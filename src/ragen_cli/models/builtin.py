@@ -122,11 +122,16 @@ def _resolve_builtin(name: str, dtype: str) -> Path:
     if problems:
         if final.is_dir():
             print(f"ragen: cached model {final} is damaged ({problems[0]}); converting again", file=sys.stderr)
-        from ragen_cli.models import convert
-
-        cache.build_atomic(final, lambda tmp: convert.build_builtin(name, dtype, tmp), _is_intact)
+        cache.build_atomic(final, lambda tmp: _convert(name, dtype, tmp), _is_intact)
     _verified.add(final)
     return final
+
+
+def _convert(name: str, dtype: str, tmp: Path) -> None:
+    print(f"ragen: converting built-in model {name} ({dtype}) into the cache, once", file=sys.stderr)
+    from ragen_cli.models import convert
+
+    convert.build_builtin(name, dtype, tmp)
 
 
 def _is_intact(directory: Path) -> bool:
