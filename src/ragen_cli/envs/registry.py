@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
+import sys
 from dataclasses import dataclass, field
 
 from ragen_cli.envs.base import EnvConfigError, TextEnv, config_from_dict
@@ -51,6 +53,10 @@ class UnknownEnvError(ValueError):
 
 def _load_target(target: str) -> type:
     module_name, _, attr = target.partition(":")
+    # A user's env module is found like `python -m` finds one: relative to the working directory
+    # (a project made by `ragen init` keeps my_env.py beside its spec).
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except Exception as err:  # a user's module may fail in any way while importing
