@@ -126,7 +126,6 @@ def test_local_dir_resolves_to_itself(tmp_path):
 
 def test_bad_references_raise_clear_errors(tmp_path, monkeypatch):
     monkeypatch.delenv("RAGEN_HUB_DOWNLOAD", raising=False)
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     with pytest.raises(ModelError, match=r"unknown model 'tiny-randon'.*Did you mean 'tiny-random'\?"):
         resolve_model("tiny-randon")
     assert "Did you mean 'smollm2-135m-instruct'" in check_model_ref("smollm2-135m")
@@ -139,3 +138,23 @@ def test_bad_references_raise_clear_errors(tmp_path, monkeypatch):
         resolve_model("HuggingFaceTB/not-cached-here")
     with pytest.raises(ModelError, match="unknown dtype 'int4'"):
         resolve_model("tiny-random", "int4")
+
+
+def test_hub_id_resolves_to_its_snapshot_in_the_hf_cache(tmp_path):
+    """The on-disk layout of the Hugging Face cache: refs/main names the snapshot to use."""
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--acme--tiny"
+    snapshot = repo / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    env.pop("RAGEN_HUB_DOWNLOAD", None)
+    code = "from ragen_cli.models.builtin import resolve_model; print(resolve_model('acme/tiny'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(snapshot)

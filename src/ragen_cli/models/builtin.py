@@ -105,13 +105,16 @@ def _resolve_hub(repo_id: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(repo_id, local_files_only=not download))
+        path = Path(snapshot_download(repo_id, local_files_only=not download))
     except Exception as exc:  # huggingface_hub raises several types for "not there"
         how = "downloading failed" if download else "hub downloads are off (set RAGEN_HUB_DOWNLOAD=1 where the hub is reachable)"
         raise ModelError(
             f"model {repo_id!r} is not a local directory nor in the Hugging Face cache, and {how}: "
             f"{type(exc).__name__}. Use a built-in ({', '.join(BUILTIN_MODELS)}) or a local directory."
         ) from exc
+    if not (path / "config.json").is_file():
+        raise ModelError(f"the cached snapshot of {repo_id!r} at {path} has no config.json: not a transformers model")
+    return path
 
 
 def _resolve_builtin(name: str, dtype: str) -> Path:
