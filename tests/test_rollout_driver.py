@@ -17,8 +17,8 @@ from __future__ import annotations
 import pytest
 
 from ragen_cli.rollout.driver import rollout_stats, run_rollouts
-from ragen_cli.rollout.types import Sample
 from ragen_cli.spec.models import EnvRef, RolloutSpec
+from rollout_scripted import ScriptedBackend
 
 INSTR = (
     "You are solving the Sokoban puzzle. You are the player and you need to push all boxes to targets. "
@@ -29,23 +29,6 @@ INSTR = (
 )
 FMT = ("Always output: <think> [Your thoughts] </think> <answer> [your answer] </answer> with no extra "
        "text. Strictly follow this format. Max response length: 12 words (tokens).\n")
-
-
-class ScriptedBackend:
-    """Replies[k] is the text the 'model' writes in call k (the same for every prompt); it is
-    tokenised, cut at max_tokens, and given log-prob -0.5 per token."""
-
-    name = "scripted"
-
-    def __init__(self, tokenizer, replies):
-        self.tok, self.replies, self.calls = tokenizer, list(replies), []
-
-    def generate(self, prompts, *, n, max_tokens, temperature, top_p, seed):
-        self.calls.append([list(p) for p in prompts])
-        ids = self.tok(self.replies[len(self.calls) - 1], add_special_tokens=False)["input_ids"][:max_tokens]
-        reason = "stop" if ids[-1] == self.tok.eos_token_id else "length"
-        sample = Sample(ids, [-0.5] * len(ids), self.tok.decode(ids), reason)
-        return [[sample] * n for _ in prompts]
 
 
 @pytest.fixture(scope="module")
