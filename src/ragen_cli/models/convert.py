@@ -14,19 +14,16 @@ loaders re-tie it from `tie_word_embeddings`).
 from __future__ import annotations
 
 import importlib.util
-import os
 import shutil
 from pathlib import Path
 
-if "DS_ACCELERATOR" not in os.environ:  # before transformers (see models/load.py)
-    from ragen_cli.models.load import set_ds_accelerator
+import torch
 
-    set_ds_accelerator()
+from ragen_cli.models import cache
+from ragen_cli.models.builtin import ModelError
+from ragen_cli.models.load import set_ds_accelerator
 
-import torch  # noqa: E402
-
-from ragen_cli.models import cache  # noqa: E402
-from ragen_cli.models.builtin import ModelError  # noqa: E402
+set_ds_accelerator()  # before transformers is imported (see models/load.py)
 
 TOKENIZER_DIR = ".smollm2-tokenizer"
 TINY_SEED = 1234
