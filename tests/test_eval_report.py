@@ -9,11 +9,13 @@ import pytest
 from ragen_cli.eval.manifest import build_manifest, content_hash, weight_files
 from ragen_cli.eval.report import compare_table, paired_successes, summarize, summary_table
 from ragen_cli.eval.stats import compare_paired
+from ragen_cli.rollout.types import TurnRecord
 
 
 def _turn(actions, valid, effective, ok=True):
-    return {"obs": "", "reply": "", "actions": actions, "reward": 0.0, "valid": valid,
-            "effective": effective, "format_ok": ok}
+    """A turn record as the rollout driver writes it (`TurnRecord.as_dict`)."""
+    return TurnRecord(obs="", reply="", actions=actions, reward=0.0, format_ok=ok, valid=sum(valid),
+                      effective=sum(effective), executed=len(actions)).as_dict()
 
 
 RECORDS = [

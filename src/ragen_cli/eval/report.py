@@ -1,15 +1,16 @@
 """Per-env summaries of eval episodes and their rich tables.
 
-Input records are trajectories in the run-directory form (docs/internals.md): `seed`, `sample`
-(index among the samples of one seed), `reward`, `success`, `turns[{actions, valid, effective,
-format_ok, ...}]`, where `valid` / `effective` are per-action booleans.
+Input records are trajectories in the run-directory form (`Trajectory.to_record`): `seed`,
+`sample` (index among the samples of one seed, added by the runner), `reward`, `success`,
+`turns[{actions, executed, valid, effective, format_ok, ...}]`, where `executed` counts the
+actions run and `valid` / `effective` count those the env reported valid / effective.
 
 Definitions (per env, over its n episodes):
 - success rate: successes / n, with the Wilson 95% interval (`stats.wilson_interval`);
 - mean reward: mean episode return (sum of turn rewards, format penalties included);
 - turns, actions: mean model turns and mean env actions run per episode;
-- valid / effective action ratio: valid (effective) actions / all actions run, pooled over the
-  episodes (the reference code averages the same per-action flags);
+- valid / effective action ratio: valid (effective) actions / actions run, pooled over the
+  episodes (as `rollout_stats` computes them for training);
 - format error ratio: turns whose reply did not parse / all turns;
 - pass@k: when k > 1 samples per seed, the unbiased estimator averaged over seeds.
 """
@@ -49,11 +50,6 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
-def _flags(turn: dict, key: str) -> list[bool]:
-    value = turn.get(key, [])
-    return [bool(v) for v in value] if isinstance(value, (list, tuple)) else [bool(value)] * len(turn.get("actions", []))
-
-
 def summarize(env: str, records: list[dict], samples: int = 1) -> EnvSummary:
     """Summary of one env's episodes; `samples` > 1 adds pass@k (k = 1, 2, 4, ..., samples)."""
     if not records:
@@ -61,10 +57,10 @@ def summarize(env: str, records: list[dict], samples: int = 1) -> EnvSummary:
     n = len(records)
     successes = sum(bool(r["success"]) for r in records)
     turns = [t for r in records for t in r["turns"]]
-    n_actions = sum(len(t.get("actions", [])) for t in turns)
-    valid = sum(sum(_flags(t, "valid")) for t in turns)
-    effective = sum(sum(_flags(t, "effective")) for t in turns)
-    format_errors = sum(not t.get("format_ok", True) for t in turns)
+    n_actions = sum(int(t["executed"]) for t in turns)
+    valid = sum(int(t["valid"]) for t in turns)
+    effective = sum(int(t["effective"]) for t in turns)
+    format_errors = sum(not t["format_ok"] for t in turns)
     return EnvSummary(
         env=env,
         episodes=n,

@@ -1,0 +1,184 @@
+"""The eval run: an `EvalPlan` (envs, seeds, sampling) applied to one or two `Policy`s.
+
+Episodes are produced by the training code's own rollout driver (`rollout.driver.run_rollouts`:
+same chat context, same parser, same rewards), with the validation settings: fixed seeds
+`seed, seed+1, ...`, one group per seed with `samples` episodes each, temperature 0.5 sampled
+unless told otherwise. A LoRA checkpoint is merged into its base model in a temporary
+directory first, so every backend (HF, vLLM) serves it the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from ragen_cli.eval.checkpoint import EvalInputError, Policy
+from ragen_cli.eval.manifest import build_manifest
+from ragen_cli.eval.report import EnvSummary, paired_successes, summarize
+from ragen_cli.eval.stats import PairedComparison, compare_paired
+from ragen_cli.spec.models import EnvRef, EnvSpec, RolloutSpec, RunSpec, TrainEnvSpec
+
+
+@dataclass(frozen=True)
+class EvalPlan:
+    spec: RunSpec  # what the backends read: model.max_context, deepspeed.precision, kv cache
+    envs: tuple[EnvRef, ...]
+    seeds: tuple[int, ...]
+    samples: int  # episodes per seed (pass@k)
+    rollout: RolloutSpec  # the spec's rollout with the eval temperature and turn limit
+    backend: str
+
+    def sampling(self) -> dict[str, Any]:
+        r = self.rollout
+        return {"temperature": r.temperature, "greedy": r.temperature <= 0, "top_p": r.top_p,
+                "samples_per_seed": self.samples, "max_turns": r.max_turns,
+                "max_actions_per_turn": r.max_actions_per_turn, "max_tokens_per_turn": r.max_tokens_per_turn,
+                "think": r.think, "action_sep": r.action_sep, "format_penalty": r.format_penalty,
+                "context_window": r.context_window, "max_context": self.spec.model.max_context,
+                "sample_seed": self.seeds[0], "precision": self.spec.deepspeed.precision}
+
+
+def build_plan(spec: RunSpec | None, *, envs: list[str], episodes: int | None, seed: int | None,
+               temperature: float | None, greedy: bool, samples: int, max_turns: int | None,
+               backend: str | None, max_tokens: int | None = None) -> EvalPlan:
+    """Plan from the spec's validation settings (or the defaults) overridden by the options."""
+    from ragen_cli.envs.registry import check_env
+
+    if spec is None and not envs:
+        raise EvalInputError("say which envs to evaluate on: --env NAME (repeatable) or --spec SPEC")
+    if spec is None:
+        spec = RunSpec(name="eval", env=EnvSpec(train=TrainEnvSpec(name=envs[0])))
+    val = spec.env.val
+    if envs:
+        refs = [EnvRef(name=name) for name in envs]
+    else:
+        refs = list(val.envs) or [EnvRef(name=spec.env.train.name, config=spec.env.train.config)]
+    problems = [msg for r in refs for msg in check_env(r.name, dict(r.config))]
+    if problems:
+        raise EvalInputError("; ".join(problems))
+    temp = 0.0 if greedy else (val.temperature if temperature is None else temperature)
+    rollout = spec.rollout.model_copy(update={
+        "temperature": temp, "max_turns": max_turns or spec.rollout.max_turns,
+        "max_tokens_per_turn": max_tokens or spec.rollout.max_tokens_per_turn})
+    no_lora = spec.model.model_copy(update={"lora": None})  # LoRA checkpoints are merged first
+    first = val.seed if seed is None else seed
+    count = val.episodes if episodes is None else episodes
+    return EvalPlan(spec=spec.model_copy(update={"model": no_lora}), envs=tuple(refs),
+                    seeds=tuple(range(first, first + count)), samples=samples, rollout=rollout,
+                    backend=backend or spec.rollout.backend)
+
+
+@dataclass
+class PolicyResult:
+    policy: Policy
+    manifest: dict[str, Any]
+    records: dict[str, list[dict]]  # env name -> trajectory records (run-directory form)
+    summaries: list[EnvSummary]
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifest": self.manifest, "seconds": round(self.seconds, 3),
+                "results": [s.to_json() for s in self.summaries],
+                "episodes": {env: [{"seed": r["seed"], "sample": r["sample"], "success": r["success"],
+                                    "reward": r["reward"]} for r in recs] for env, recs in self.records.items()}}
+
+
+def _merge_lora(policy: Policy, workdir: Path) -> Path:
+    from ragen_cli.train.lora import merge_adapter
+
+    try:
+        return merge_adapter(policy.base_dir, policy.adapter_dir, workdir / "merged")
+    except (RuntimeError, ValueError, KeyError) as err:
+        raise EvalInputError(
+            f"checkpoint {policy.checkpoint} belongs to another model: its adapter does not fit "
+            f"{policy.base_dir} ({str(err).splitlines()[0][:300]})") from None
+
+
+def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
+    """(backend, tokenizer) serving `policy`."""
+    from ragen_cli.models.load import load_tokenizer
+
+    if policy.kind == "endpoint":
+        from ragen_cli.eval.endpoint import EndpointBackend
+
+        tokenizer = load_tokenizer(policy.tokenizer_dir)
+        return EndpointBackend(policy.endpoint, policy.extra["served_model"], tokenizer), tokenizer
+    from ragen_cli.rollout.backend import make_backend
+
+    model_dir = policy.model_dir if policy.kind != "lora-checkpoint" else _merge_lora(policy, workdir)
+    tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir)
+    return make_backend(plan.backend, model_dir, plan.spec), tokenizer
+
+
+def _close(backend) -> None:
+    for name in ("close", "shutdown"):
+        fn = getattr(backend, name, None)
+        if callable(fn):
+            fn()
+            return
+
+
+def run_policy(policy: Policy, plan: EvalPlan, log: Callable[[str], None] = lambda _m: None) -> PolicyResult:
+    """Play every env of the plan with `policy`; trajectories come back as records."""
+    from ragen_cli.rollout.driver import run_rollouts
+
+    start = time.perf_counter()
+    records: dict[str, list[dict]] = {}
+    with tempfile.TemporaryDirectory(prefix="ragen-eval-") as tmp:
+        backend, tokenizer = open_backend(policy, plan, Path(tmp))
+        try:
+            for env in plan.envs:
+                t0 = time.perf_counter()
+                trajs = run_rollouts(backend, tokenizer, env, list(plan.seeds), plan.samples, plan.rollout,
+                                     plan.spec.model.max_context, sample_seed=plan.seeds[0])
+                records[env.name] = [dict(t.to_record(with_tokens=False), sample=i % plan.samples)
+                                     for i, t in enumerate(trajs)]
+                log(f"{policy.label}: {env.name}: {len(trajs)} episodes in {time.perf_counter() - t0:.1f} s")
+        finally:
+            _close(backend)
+    summaries = [summarize(env.name, records[env.name], plan.samples) for env in plan.envs]
+    manifest = build_manifest(policy=policy.describe(), envs=[e.model_dump() for e in plan.envs],
+                              seeds=list(plan.seeds), sampling=plan.sampling(), backend=_backend_name(policy, plan))
+    return PolicyResult(policy, manifest, records, summaries, time.perf_counter() - start)
+
+
+def _backend_name(policy: Policy, plan: EvalPlan) -> str:
+    return "endpoint" if policy.kind == "endpoint" else plan.backend
+
+
+def compare_results(a: PolicyResult, b: PolicyResult) -> list[tuple[str, PairedComparison, float, float]]:
+    """Per env: paired McNemar comparison of A and B, and their mean rewards."""
+    rows = []
+    for sa, sb in zip(a.summaries, b.summaries):
+        flags_a, flags_b = paired_successes(a.records[sa.env], b.records[sb.env])
+        rows.append((sa.env, compare_paired(flags_a, flags_b), sa.mean_reward, sb.mean_reward))
+    return rows
+
+
+def write_outputs(out: Path, results: dict[str, PolicyResult],
+                  comparison: list[tuple[str, PairedComparison, float, float]] | None = None) -> Path:
+    """`out/eval.json` and the trajectories: `out/trajectories/step-<k>.jsonl` for one policy,
+    `out/<A|B>/trajectories/...` in compare mode (each a directory `ragen watch` / `ragen
+    inspect` read). Returns the eval.json path."""
+    from ragen_cli.monitor.rundir import RunDir
+
+    out.mkdir(parents=True, exist_ok=True)
+    for key, res in results.items():
+        run = RunDir(out if len(results) == 1 else out / key)
+        step = res.policy.step if res.policy.step is not None and res.policy.step >= 0 else 0
+        run.write_trajectories(step, [r for recs in res.records.values() for r in recs])
+    if len(results) == 1:
+        doc = next(iter(results.values())).to_json()
+    else:
+        doc = {"mode": "compare", **{k: r.to_json() for k, r in results.items()},
+               "comparison": [{"env": env, **vars(c), "reward_a": ra, "reward_b": rb}
+                              for env, c, ra, rb in comparison or []]}
+    path = out / "eval.json"
+    tmp = path.with_name(".eval.json.tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    return path
