@@ -155,3 +155,18 @@ def test_context_window_keeps_the_last_turns_for_the_sampler_only(tok):
     assert "Turn 1:" not in text and "Turn 2:" in text and "no tags here<|im_end|>" in text
     assert backend2.calls[2][0][-len(enc(tok, "<think>")):] == enc(tok, "<think>")
     assert "Turn 1:" not in tok.decode(backend.calls[1][0])  # window 1 at turn 2 already drops turn 1
+
+
+def test_bandit_answer_only_episode_ends_when_the_env_terminates(tok):
+    # think off: nothing pre-filled, "<answer>Dragon</answer>" parses; Bandit terminates after
+    # one pull, so max_turns=3 still gives one turn, not truncated; reward is the env's only.
+    rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12, think=False)
+    backend = ScriptedBackend(tok, ["<answer>Dragon</answer><|im_end|>"])
+    [traj] = run_rollouts(backend, tok, EnvRef(name="bandit"), [3], 1, rollout, 4096, 0)
+    prompt = tok.decode(backend.calls[0][0])
+    assert prompt.endswith("<|im_start|>assistant\n") and "<answer> [your answer] </answer>" in prompt
+    assert "<think>" not in prompt
+    assert len(traj.turns) == 1 and len(backend.calls) == 1
+    assert not traj.truncated and traj.info["chose_high_ev"] is True
+    assert traj.turn_rewards == [traj.turns[0].reward] and traj.turns[0].actions == ["Dragon"]
+    assert traj.to_record()["info"]["arm"] == "Dragon"

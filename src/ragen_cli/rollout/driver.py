@@ -55,9 +55,9 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
     for group, seed in enumerate(seeds):
         for _ in range(group_size):
             env = make_env(env_ref.name, dict(env_ref.config))
-            obs, _info = env.reset(seed=seed)
+            obs, info = env.reset(seed=seed)
             ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
-            traj = Trajectory(group=group, seed=seed, env_name=env_ref.name)
+            traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
             episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs))
     for turn in range(1, rollout.max_turns + 1):
         live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
@@ -108,6 +108,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
         record.valid += bool(info.get("action_is_valid", False))
         record.effective += bool(info.get("action_is_effective", False))
         ep.obs = obs
+        traj.info = dict(info)
         traj.success = bool(info.get("success", False))
         if terminated or truncated:
             ep.done = True

@@ -60,6 +60,7 @@ class Trajectory:
     truncated: bool = False  # ended early: context overflow, or turn/action budget used up
     overflow: bool = False  # ended because the next turn would not fit max_context
     turns: list[TurnRecord] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # the env's last info (e.g. Bandit's chose_high_ev)
 
     @property
     def episode_reward(self) -> float:
@@ -94,6 +95,7 @@ class Trajectory:
             "reward": self.episode_reward, "success": self.success,
             "truncated": self.truncated, "overflow": self.overflow,
             "turns": [turn.as_dict() for turn in self.turns],
+            "info": {k: v for k, v in self.info.items() if isinstance(v, (bool, int, float, str))},
         }
         if with_tokens:
             record["input_ids"] = list(self.input_ids)

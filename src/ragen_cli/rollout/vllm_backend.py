@@ -109,6 +109,12 @@ class VLLMBackend:
                                   use_tqdm=False, lora_request=self.lora_request)
         return [step[tid].logprob for step, tid in zip(out.prompt_logprobs[1:], token_ids[1:])]
 
+    def close(self) -> None:
+        """Shut the engine down (frees its processes and KV cache); the backend is unusable after."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is not None:
+            llm.llm_engine.engine_core.shutdown()
+
     # ------------------------------------------------------------------ internals
     def _sync_full(self, state_dict: dict) -> None:
         import torch
