@@ -83,8 +83,9 @@ class HFBackend:
             torch.manual_seed(seed)
             out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         new = out.sequences[:, width:]
-        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # raw logits, temperature 1
-        logp = logp.gather(-1, new[..., None])[..., 0]
+        # raw logits (temperature 1), one [B, V] tensor per step: gather step by step (no [B, T, V] copy)
+        logp = torch.stack([step.float().log_softmax(-1).gather(-1, new[:, t, None])[:, 0]
+                            for t, step in enumerate(out.logits)], dim=1)
         return [self._sample(new[i].tolist(), logp[i].tolist()) for i in range(len(chunk))]
 
     def _generation_config(self, max_tokens: int, temperature: float, top_p: float):
