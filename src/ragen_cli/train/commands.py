@@ -36,6 +36,9 @@ def train(
     if resume is not None and spec is not None:
         typer.echo("ragen train: give either SPEC or --resume RUN_DIR, not both (use --set to change values).", err=True)
         raise typer.Exit(2)
+    if json_ and not dry_run:
+        typer.echo("ragen train: --json prints the plan and needs --dry-run (nothing was started).", err=True)
+        raise typer.Exit(2)
     source = spec if resume is None else _resume_spec(resume)
     loaded = load_or_exit(source, set_)
     plan = compile_plan(loaded.spec)

@@ -1,0 +1,55 @@
+"""`ragen train` / `ragen export` through Typer's CliRunner: the paths that start no training."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ragen_cli.cli import app
+
+SPEC = str(Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml")
+runner = CliRunner()
+
+
+def test_dry_run_json_prints_the_plan_and_creates_nothing(tmp_path):
+    result = runner.invoke(app, ["train", SPEC, "--dry-run", "--json", "--set", f"output.dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    # bandit.yaml: P=8 groups x N=8, starpo-s keeps floor(0.25 x 8) = 2 groups = 16 trajectories
+    assert plan["sizes"]["trajectories_per_step"] == 64 and plan["sizes"]["kept_trajectories"] == 16
+    assert plan["launch"]["kind"] == "in-process"
+    assert not any(tmp_path.iterdir())
+
+
+def test_dry_run_table(tmp_path):
+    result = runner.invoke(app, ["train", SPEC, "--dry-run", "--set", f"output.dir={tmp_path}"])
+    assert result.exit_code == 0, result.output
+    assert "bandit" in result.output
+
+
+def test_json_without_dry_run_is_refused(tmp_path):
+    result = runner.invoke(app, ["train", SPEC, "--json", "--set", f"output.dir={tmp_path}"])
+    assert result.exit_code == 2 and "--dry-run" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_needs_spec_or_resume():
+    result = runner.invoke(app, ["train"])
+    assert result.exit_code == 2 and "--resume" in result.output
+
+
+def test_resume_of_a_non_run_dir(tmp_path):
+    result = runner.invoke(app, ["train", "--resume", str(tmp_path)])
+    assert result.exit_code == 2 and "spec.yaml" in result.output
+
+
+def test_bad_override_is_a_spec_error(tmp_path):
+    result = runner.invoke(app, ["train", SPEC, "--dry-run", "--set", "train.stepz=3"])
+    assert result.exit_code == 2 and "train.stepz" in result.output
+
+
+def test_export_of_a_non_checkpoint(tmp_path):
+    result = runner.invoke(app, ["export", str(tmp_path), str(tmp_path / "out")])
+    assert result.exit_code == 1 and "not a ragen checkpoint" in result.output
