@@ -111,4 +111,13 @@ def _run(spec, plan, run_dir: Path, resume: bool) -> int:
             return RUN_FAILED
         return 0
     argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
+    argv[0] = _next_to_python(argv[0])
     return subprocess.run(argv, env={**os.environ, **plan.env}).returncode
+
+
+def _next_to_python(program: str) -> str:
+    """The launcher installed next to this Python (the venv's), when there is one."""
+    import sys
+
+    local = Path(sys.executable).parent / program
+    return str(local) if local.is_file() else program

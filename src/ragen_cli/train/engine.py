@@ -8,7 +8,8 @@ CPU notes (docs/training.md, "DeepSpeed on CPU"):
 - `init_distributed` JIT-compiles DeepSpeed's shared-memory all-reduce op (`deepspeed_shm_comm`,
   about 25 s with g++ the first time per environment). DeepSpeed has no switch for it; a single
   process never all-reduces through it, so with WORLD_SIZE=1 we skip the build
-  (`_skip_shm_build`). Several processes build it once and reuse TORCH_EXTENSIONS_DIR.
+  (`_skip_shm_build`). Several processes build it once and reuse TORCH_EXTENSIONS_DIR, unless
+  `RAGEN_DS_SHM_COMM=0` (then gloo does the all-reduce: slower for big models, no compiler).
 - The optimizer is torch's AdamW (`"torch_adam": true`), avoiding the fused-adam JIT compile.
 - Gradient accumulation is unmanaged (`"managed_gradient_accumulation": false`): a mini-batch
   has a variable number of micro-batches (the StarPO-S filter decides how many trajectories
@@ -78,7 +79,7 @@ def init_distributed(plan_env: dict[str, str] | None = None) -> tuple[int, int]:
     if torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
-    if int(os.environ["WORLD_SIZE"]) == 1:
+    if int(os.environ["WORLD_SIZE"]) == 1 or os.environ.get("RAGEN_DS_SHM_COMM") == "0":
         _skip_shm_build()
     backend = "gloo" if not torch.cuda.is_available() else "nccl"
     deepspeed.init_distributed(dist_backend=backend, verbose=False)

@@ -124,7 +124,8 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 if decision.action == "stop" or stop["requested"]:
                     summary["stopped"] = True
                     break
-        run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"])
+        run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"],
+                  rank_checksums=stages.rank_checksums(run))
     except BaseException as exc:
         run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         raise

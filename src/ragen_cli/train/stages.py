@@ -149,3 +149,16 @@ def sample_records(trajs, k: int) -> list[dict]:
         return []
     stride = max(1, len(trajs) // k)
     return [t.to_record(with_tokens=False) for t in trajs[::stride][:k]]
+
+
+def rank_checksums(run) -> list[float]:
+    """A checksum of the actor's trainable parameters from every process (equal when the ranks
+    stayed in lockstep); [own] for a single process."""
+    with torch.no_grad():
+        params = [p for p in run.engines.actor.module.parameters() if p.requires_grad]
+        own = float(sum(p.double().sum() + (p.double() ** 2).sum() for p in params))
+    if run.world == 1:
+        return [own]
+    out: list = [None] * run.world
+    torch.distributed.all_gather_object(out, own)
+    return out
