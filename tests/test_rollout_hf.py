@@ -87,3 +87,43 @@ def test_auto_falls_back_to_hf_and_says_so(tiny_model_dir, monkeypatch, caplog):
     assert "vLLM unavailable" in caplog.text and "using HF generate" in caplog.text
     with pytest.raises(ValueError, match="unknown rollout backend"):
         make_backend("tgi", tiny_model_dir, spec)
+
+
+def test_owned_model_sync_full_weights_and_lora_versions(tiny_model_dir, tmp_path):
+    """An HF backend that owns its model (eval) serves whatever it was last synced to."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from ragen_cli.models.load import load_causal_lm
+    from ragen_cli.spec.models import RunSpec
+
+    spec = RunSpec(name="t", env={"train": {"name": "bandit"}})
+    backend = make_backend("hf", tiny_model_dir, spec)
+    ids = [1, 504, 3058, 314, 260, 30, 31]
+    trainer = load_causal_lm(tiny_model_dir)
+    with torch.no_grad():
+        for p in trainer.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=torch.Generator().manual_seed(0)))
+    new = {k: v.clone() for k, v in trainer.state_dict().items()}
+    assert parity_gap(backend.score(ids), _score(trainer, ids)) > 0.05  # stale before the sync
+    backend.sync(new)
+    assert parity_gap(backend.score(ids), _score(trainer, ids)) < 1e-5
+    for version in (1, 2):
+        torch.manual_seed(version)
+        base = load_causal_lm(tiny_model_dir)
+        base.load_state_dict(new)  # the adapter sits on the synced full weights
+        config = LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", init_lora_weights=False)
+        peft_model = get_peft_model(base, config)
+        peft_model.save_pretrained(tmp_path / f"a{version}")
+        assert parity_gap(backend.score(ids), _score(peft_model, ids)) > 0.05  # serves the old version
+        backend.sync(tmp_path / f"a{version}")
+        assert parity_gap(backend.score(ids), _score(peft_model, ids)) < 1e-5
+
+
+def _score(model, ids):
+    """log p(ids[i] | ids[:i]) by a plain forward pass (independent of the backend's code)."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ids])).logits[0, :-1]
+    return torch.log_softmax(logits, -1)[torch.arange(len(ids) - 1), torch.tensor(ids[1:])].tolist()

@@ -55,8 +55,16 @@ class HFBackend:
             return
         from peft import PeftModel
 
-        base = self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
-        self.model = PeftModel.from_pretrained(base, str(weights)).eval()
+        self._adapters = getattr(self, "_adapters", 0) + 1
+        name = f"ragen-v{self._adapters}"
+        if isinstance(self.model, PeftModel):  # replace the previous adapter version
+            old = self.model.active_adapter
+            self.model.load_adapter(str(weights), adapter_name=name)
+            self.model.set_adapter(name)
+            self.model.delete_adapter(old)
+        else:
+            self.model = PeftModel.from_pretrained(self.model, str(weights), adapter_name=name)
+        self.model.eval()
 
     def score(self, token_ids: list[int]) -> list[float]:
         import torch
