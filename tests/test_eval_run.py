@@ -1,0 +1,231 @@
+"""`ragen eval` end to end on the tiny model (HF backend): determinism, manifest, compare mode,
+full and LoRA checkpoints in the trainer's layout (train/checkpoint.py).
+
+The checkpoints are made here: the tiny random model is fine-tuned to answer every bandit
+prompt with `<think>ok</think><answer>Dragon</answer>`, and the same change is written once as
+full weights and once as an exact PEFT LoRA adapter on the base. Dragon
+is the risky arm with the higher expected value (0.25 vs 0.1), so such a policy succeeds on
+every seed while the random base model never produces a parsable answer. That gives compare
+mode and checkpoint loading a difference they must find.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragen_cli.cli import app
+from ragen_cli.eval.manifest import content_hash
+
+pytestmark = pytest.mark.slow
+TARGET = "ok</think><answer>Dragon</answer><|im_end|>"
+SPEC = """name: sft-run
+model:
+  name: {base}
+env:
+  train:
+    name: bandit
+  val:
+    envs:
+      - name: bandit
+    episodes: 4
+    seed: 200
+    temperature: 0.0
+rollout:
+  backend: hf
+  max_turns: 1
+  max_tokens_per_turn: 16
+"""
+
+
+def _bandit_prompts(model, tok) -> list[list[int]]:
+    """First-turn bandit prompts exactly as the rollout driver builds them (both arm orders)."""
+    from ragen_cli.rollout.driver import run_rollouts
+    from ragen_cli.rollout.hf_backend import HFBackend
+    from ragen_cli.spec.models import EnvRef, RolloutSpec
+
+    rollout = RolloutSpec(max_turns=1, max_tokens_per_turn=4, temperature=0.0)
+    trajs = run_rollouts(HFBackend(model, tok), tok, EnvRef(name="bandit"), [0, 1, 2, 3], 1, rollout, 4096, 0)
+    prompts = {tuple(t.input_ids[:t.loss_mask.index(1)]) for t in trajs}
+    assert len({len(p) for p in prompts}) == 1, "arm orders give prompts of different lengths"
+    return [list(p) for p in sorted(prompts)]
+
+
+def _sft(lm, params, prompts, target, max_steps=400, margin=0.5):
+    """Teacher-forced fine-tuning of `params` until greedy decoding yields `target` after every
+    prompt with a logit margin (so KV-cache round-off cannot flip a token)."""
+    import torch
+
+    opt = torch.optim.Adam(params, lr=1e-2)
+    ids = torch.tensor([p + target for p in prompts])
+    start, tgt = len(prompts[0]), ids[:, len(prompts[0]):]
+    for _ in range(max_steps):
+        logits = lm.lm_head(lm.model(input_ids=ids).last_hidden_state[:, start - 1:-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+        true = logits.gather(-1, tgt[..., None])[..., 0]
+        other = logits.scatter(-1, tgt[..., None], float("-inf")).amax(-1)
+        if (true - other).min() > margin:
+            return
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    raise AssertionError(f"fine-tuning did not reach margin {margin} in {max_steps} steps")
+
+
+def _write_checkpoint(run: Path, step: int, save, base: Path, lora: bool) -> Path:
+    """RUN/checkpoints/step-N/{model/, state.json} as train/checkpoint.py lays it out."""
+    ckpt = run / "checkpoints" / f"step-{step}"
+    (ckpt / "model").mkdir(parents=True)
+    save(ckpt / "model")
+    (ckpt / "state.json").write_text(json.dumps({"step": step, "base_model": str(base), "lora": lora}))
+    (run / "spec.yaml").write_text(SPEC.format(base=base))
+    return ckpt
+
+
+def _linear_names(model) -> list[str]:
+    import torch
+
+    return [n for n, m in model.model.layers.named_modules() if isinstance(m, torch.nn.Linear)]
+
+
+def _lora_from_delta(base, tuned, tiny_model_dir):
+    """A PEFT LoRA model on `base` equal to `tuned`: rank r = hidden size covers every delta
+    exactly; each dW = U S V^T gives B = U S, A = V^T (scaling alpha / r = 1); the final norm
+    (changed by the fine-tuning) travels as a saved module."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    r = base.config.hidden_size
+    peft_model = get_peft_model(base, LoraConfig(r=r, lora_alpha=r, target_modules="all-linear",
+                                                 modules_to_save=["model.norm"]))
+    tuned_layers = dict(tuned.model.layers.named_modules())
+    with torch.no_grad():
+        for name in _linear_names(tuned):
+            lora = peft_model.get_base_model().model.layers.get_submodule(name)
+            delta = tuned_layers[name].weight - lora.base_layer.weight
+            u, s, vh = torch.linalg.svd(delta, full_matrices=False)
+            k = s.shape[0]
+            lora.lora_A["default"].weight.zero_()[:k] = vh
+            lora.lora_B["default"].weight.zero_()[:, :k] = u * s
+        norm = peft_model.get_base_model().model.norm
+        norm.modules_to_save["default"].weight.copy_(tuned.model.norm.weight)
+    return peft_model
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_model_dir, tmp_path_factory):
+    import torch
+
+    from ragen_cli.models.load import load_causal_lm, load_tokenizer
+    from ragen_cli.train.lora import copy_tokenizer_files
+
+    root = tmp_path_factory.mktemp("eval-ckpts")
+    tok = load_tokenizer(tiny_model_dir)
+    target = tok.encode(TARGET, add_special_tokens=False)
+    torch.manual_seed(0)
+    full = load_causal_lm(tiny_model_dir)
+    prompts = _bandit_prompts(full, tok)
+    for p in full.parameters():
+        p.requires_grad_(False)
+    params = [full.model.layers.get_submodule(n).weight for n in _linear_names(full)] + [full.model.norm.weight]
+    for p in params:
+        p.requires_grad_(True)
+    _sft(full, params, prompts, target)
+
+    def save_full(d):
+        full.save_pretrained(str(d), safe_serialization=True)
+        copy_tokenizer_files(tiny_model_dir, d, shutil.copy2)
+
+    full_ckpt = _write_checkpoint(root / "full-run", 3, save_full, tiny_model_dir, lora=False)
+    peft_model = _lora_from_delta(load_causal_lm(tiny_model_dir), full, tiny_model_dir)
+    lora_ckpt = _write_checkpoint(root / "lora-run", 2, lambda d: peft_model.save_pretrained(str(d)),
+                                  tiny_model_dir, lora=True)
+    return {"full": full_ckpt, "lora": lora_ckpt, "root": root}
+
+
+def _eval(args: list[str]) -> dict:
+    result = CliRunner().invoke(app, ["eval", *args])
+    assert result.exit_code == 0, result.output
+    out = Path(args[args.index("--out") + 1])
+    return json.loads((out / "eval.json").read_text())
+
+
+def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
+    args = ["--model", "tiny-random", "--env", "bandit", "--env", "sokoban", "--episodes", "3",
+            "--seed", "7", "--max-turns", "2", "--max-tokens", "12", "--backend", "hf"]
+    first = _eval([*args, "--out", str(tmp_path / "a")])
+    second = _eval([*args, "--out", str(tmp_path / "b")])
+    assert first["results"] == second["results"] and first["episodes"] == second["episodes"]
+    # the sampled text itself repeats, not only the summary numbers
+    traj_a = (tmp_path / "a" / "trajectories" / "step-0.jsonl").read_text()
+    assert traj_a == (tmp_path / "b" / "trajectories" / "step-0.jsonl").read_text()
+    lines = [json.loads(x) for x in traj_a.splitlines()]
+    assert [(r["env"], r["seed"]) for r in lines] == [("bandit", 7), ("bandit", 8), ("bandit", 9),
+                                                      ("sokoban", 7), ("sokoban", 8), ("sokoban", 9)]
+    m = first["manifest"]
+    assert m["policy"]["kind"] == "model" and m["policy"]["content_hash"] == content_hash(tiny_model_dir)
+    assert [e["name"] for e in m["envs"]] == ["bandit", "sokoban"] and m["seeds"] == [7, 8, 9]
+    assert m["sampling"]["temperature"] == 0.5 and not m["sampling"]["greedy"]
+    assert m["sampling"]["max_turns"] == 2 and m["sampling"]["max_tokens_per_turn"] == 12
+    assert m["backend"] == "hf" and m["ragen_version"] and m["date"]
+    bandit = first["results"][0]
+    assert bandit["env"] == "bandit" and bandit["episodes"] == 3
+    # the random model never writes <answer>: every turn is a format error worth -0.1, no action
+    # runs, so bandit (1 action budget) lasts both turns: reward 2 * -0.1, success 0/3 with the
+    # Wilson interval (0, z^2/3 / (1 + z^2/3)) = (0, 0.5615)
+    assert bandit["format_error_ratio"] == 1.0 and bandit["mean_reward"] == pytest.approx(-0.2)
+    assert bandit["ci95"] == pytest.approx([0.0, 0.56151], abs=1e-4)
+
+
+def test_full_checkpoint_uses_run_spec_and_compare_finds_the_difference(checkpoints, tmp_path):
+    ckpt = checkpoints["full"]
+    doc = _eval(["--checkpoint", str(ckpt), "--out", str(tmp_path / "one")])
+    m = doc["manifest"]
+    # settings from RUN/spec.yaml's validation section: 4 seeds from 200, greedy
+    assert m["seeds"] == [200, 201, 202, 203] and m["sampling"]["greedy"]
+    assert m["policy"]["kind"] == "checkpoint" and m["policy"]["step"] == 3
+    assert m["policy"]["content_hash"] == content_hash(ckpt / "model")
+    assert doc["results"][0]["success_rate"] == 1.0  # the fine-tuned answer: Dragon, every seed
+    assert (tmp_path / "one" / "trajectories" / "step-3.jsonl").is_file()
+
+    cmp = _eval(["--compare", "tiny-random", str(ckpt), "--env", "bandit", "--episodes", "6",
+                 "--greedy", "--max-turns", "1", "--max-tokens", "16", "--backend", "hf",
+                 "--out", str(tmp_path / "cmp")])
+    row = cmp["comparison"][0]
+    # A (random) fails all 6 seeds, B succeeds on all 6: 6 discordant pairs all for B,
+    # McNemar p = 2 * (1/2)^6 = 0.03125 < 0.05
+    assert (row["a_only"], row["b_only"], row["n"]) == (0, 6, 6)
+    assert row["diff"] == 1.0 and row["p_value"] == pytest.approx(0.03125) and row["significant"]
+    assert cmp["A"]["manifest"]["seeds"] == cmp["B"]["manifest"]["seeds"] == list(range(200, 206))
+    assert (tmp_path / "cmp" / "B" / "trajectories" / "step-3.jsonl").is_file()
+
+
+def test_lora_checkpoint_is_applied_to_its_base(checkpoints, tmp_path):
+    ckpt = checkpoints["lora"]
+    doc = _eval(["--checkpoint", str(ckpt), "--episodes", "3", "--out", str(tmp_path / "l")])
+    m = doc["manifest"]
+    assert m["policy"]["kind"] == "lora-checkpoint" and m["policy"]["step"] == 2
+    assert m["policy"]["base_dir"].endswith("tiny-random-float32")
+    assert m["policy"]["content_hash"] == content_hash(ckpt / "model")
+    # the adapter alone turns the random base into the always-Dragon policy
+    assert doc["results"][0]["success_rate"] == 1.0 and doc["results"][0]["episodes"] == 3
+
+
+def test_lora_checkpoint_on_another_base_is_refused(checkpoints, tmp_path):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    other = tmp_path / "other-model"
+    config = LlamaConfig(vocab_size=49152, hidden_size=96, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=3, num_key_value_heads=3, head_dim=32)
+    LlamaForCausalLM(config).save_pretrained(str(other))
+    result = CliRunner().invoke(app, ["eval", "--checkpoint", str(checkpoints["lora"]), "--model", str(other),
+                                      "--env", "bandit", "--episodes", "1", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2
+    assert "belongs to another model" in result.output and "hidden_size: 64 vs 96" in result.output
+    result = CliRunner().invoke(app, ["eval", "--checkpoint", str(checkpoints["full"]), "--model", str(other),
+                                      "--env", "bandit", "--out", str(tmp_path / "y")])
+    assert result.exit_code == 2 and "belongs to another model" in result.output
