@@ -110,6 +110,9 @@ class EndpointBackend:
         """n samples for each prompt (`list[list[Sample]]`, in prompt order)."""
         if not prompts:
             return []
+        if any(not p or not all(isinstance(t, int) for t in p) for p in prompts):
+            raise ValueError("every prompt must be a non-empty list of token ids")
+
         def body(i: int) -> dict:
             return self._body(prompts[i], n, max_tokens, temperature, top_p, seed + i)
         first = self._request(body(0))  # settles `return_token_ids` before the fan-out
