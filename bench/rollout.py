@@ -26,6 +26,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--max-tokens", type=int, default=128, help="max tokens per turn")
     ap.add_argument("--repeats", type=int, default=1, help="timed rounds per backend")
     ap.add_argument("--env", default="sokoban")
+    ap.add_argument("--vllm-duplicate", action="store_true",
+                    help="vLLM: send the N copies of a prompt as N requests (n=1) instead of one request with n=N")
     return ap.parse_args()
 
 
@@ -54,6 +56,7 @@ def main() -> None:
     hf = HFBackend(load_causal_lm(model_dir, args.dtype), tok, batch_size=args.groups * args.group_size)
     start = time.perf_counter()
     vllm = VLLMBackend(model_dir, args.dtype, max_model_len=4096, seed=0, kv_cache_gib=2)
+    vllm.duplicate_prompts = args.vllm_duplicate
     startup = time.perf_counter() - start
     for backend in (hf, vllm):  # warm-up: one generate call each
         backend.generate([tok("warm up", add_special_tokens=False)["input_ids"]], n=2, max_tokens=8,

@@ -39,6 +39,7 @@ def cpu_env_defaults(kv_cache_gib: int) -> None:
 
 class VLLMBackend:
     name = "vllm"
+    duplicate_prompts = False  # send n copies of a prompt as n requests instead of one with n samples
 
     def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096,
                  seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2):
@@ -79,7 +80,8 @@ class VLLMBackend:
         if any(not p for p in prompts):
             raise ValueError("every prompt needs at least one token")
         greedy = temperature <= 0
-        copies, per = (n, 1) if greedy else (1, n)  # vLLM refuses n > 1 with greedy sampling
+        # n > 1 is one request with n children (vLLM refuses it with greedy sampling)
+        copies, per = (n, 1) if greedy or self.duplicate_prompts else (1, n)
         params = [
             SamplingParams(n=per, max_tokens=max_tokens, temperature=0.0 if greedy else temperature,
                            top_p=1.0 if greedy else top_p, logprobs=0, seed=seed + i * n + j,
