@@ -172,6 +172,10 @@ def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
     assert m["sampling"]["temperature"] == 0.5 and not m["sampling"]["greedy"]
     assert m["sampling"]["max_turns"] == 2 and m["sampling"]["max_tokens_per_turn"] == 12
     assert m["backend"] == "hf" and m["ragen_version"] and m["date"]
+    # the output directory is a run directory for `ragen inspect` (token view via its spec.yaml)
+    shown = CliRunner().invoke(app, ["inspect", str(tmp_path / "a"), "--index", "3"])
+    assert shown.exit_code == 0, shown.output
+    assert lines[3]["turns"][0]["reply"][:20] in shown.output
     bandit = first["results"][0]
     assert bandit["env"] == "bandit" and bandit["episodes"] == 3
     # the random model never writes <answer>: every turn is a format error worth -0.1, no action

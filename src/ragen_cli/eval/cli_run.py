@@ -121,7 +121,7 @@ def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
     if len(policies) > 1:
         comparison = compare_results(results["A"], results["B"])
         console.print(compare_table(comparison, policies[0].label, policies[1].label))
-    path = write_outputs(out, results, comparison)
+    path = write_outputs(out, plan, results, comparison)
     console.print(f"wrote {path}", highlight=False)
     return path
 

@@ -135,7 +135,7 @@ def run_policy(policy: Policy, plan: EvalPlan, log: Callable[[str], None] = lamb
                 t0 = time.perf_counter()
                 trajs = run_rollouts(backend, tokenizer, env, list(plan.seeds), plan.samples, plan.rollout,
                                      plan.spec.model.max_context, sample_seed=plan.seeds[0])
-                records[env.name] = [dict(t.to_record(with_tokens=False), sample=i % plan.samples)
+                records[env.name] = [dict(t.to_record(with_tokens=True), sample=i % plan.samples)
                                      for i, t in enumerate(trajs)]
                 log(f"{policy.label}: {env.name}: {len(trajs)} episodes in {time.perf_counter() - t0:.1f} s")
         finally:
@@ -159,11 +159,24 @@ def compare_results(a: PolicyResult, b: PolicyResult) -> list[tuple[str, PairedC
     return rows
 
 
-def write_outputs(out: Path, results: dict[str, PolicyResult],
+def eval_spec_yaml(plan: EvalPlan, policy: Policy) -> str:
+    """The run spec an eval ran with, as a run directory's spec.yaml: the eval's rollout and
+    validation settings, and `model.name` = the policy's tokenizer (for `ragen inspect`)."""
+    import yaml
+
+    data = plan.spec.model_dump(mode="json")
+    data["model"]["name"] = str(policy.tokenizer_dir or policy.model_dir)
+    data["rollout"] = plan.rollout.model_dump(mode="json")
+    data["env"]["val"].update(envs=[e.model_dump(mode="json") for e in plan.envs], episodes=len(plan.seeds),
+                              seed=plan.seeds[0], temperature=plan.rollout.temperature)
+    return f"# settings of `ragen eval` of {policy.label}\n" + yaml.safe_dump(data, sort_keys=False)
+
+
+def write_outputs(out: Path, plan: EvalPlan, results: dict[str, PolicyResult],
                   comparison: list[tuple[str, PairedComparison, float, float]] | None = None) -> Path:
-    """`out/eval.json` and the trajectories: `out/trajectories/step-<k>.jsonl` for one policy,
-    `out/<A|B>/trajectories/...` in compare mode (each a directory `ragen watch` / `ragen
-    inspect` read). Returns the eval.json path."""
+    """`out/eval.json`, and a run-directory view of each policy's episodes (spec.yaml,
+    trajectories/step-<k>.jsonl; in `out/` for one policy, `out/A`, `out/B` in compare mode)
+    that `ragen watch` and `ragen inspect` read. Returns the eval.json path."""
     from ragen_cli.monitor.rundir import RunDir
 
     out.mkdir(parents=True, exist_ok=True)
@@ -171,6 +184,7 @@ def write_outputs(out: Path, results: dict[str, PolicyResult],
         run = RunDir(out if len(results) == 1 else out / key)
         step = res.policy.step if res.policy.step is not None and res.policy.step >= 0 else 0
         run.write_trajectories(step, [r for recs in res.records.values() for r in recs])
+        run.spec_path.write_text(eval_spec_yaml(plan, res.policy), encoding="utf-8")
     if len(results) == 1:
         doc = next(iter(results.values())).to_json()
     else:
