@@ -55,7 +55,7 @@ def _bandit_prompts(model, tok) -> list[list[int]]:
     return [list(p) for p in sorted(prompts)]
 
 
-def _sft(lm, params, prompts, target, max_steps=400, margin=0.5):
+def _sft(lm, params, prompts, target, max_steps=400, margin=0.3):
     """Teacher-forced fine-tuning of `params` until greedy decoding yields `target` after every
     prompt with a logit margin (so KV-cache round-off cannot flip a token)."""
     import torch
@@ -156,7 +156,7 @@ def _eval(args: list[str]) -> dict:
 
 def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
     args = ["--model", "tiny-random", "--env", "bandit", "--env", "sokoban", "--episodes", "3",
-            "--seed", "7", "--max-turns", "2", "--max-tokens", "12", "--backend", "hf"]
+            "--seed", "7", "--max-turns", "2", "--max-tokens", "8", "--backend", "hf"]
     first = _eval([*args, "--out", str(tmp_path / "a")])
     second = _eval([*args, "--out", str(tmp_path / "b")])
     assert first["results"] == second["results"] and first["episodes"] == second["episodes"]
@@ -170,7 +170,7 @@ def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
     assert m["policy"]["kind"] == "model" and m["policy"]["content_hash"] == content_hash(tiny_model_dir)
     assert [e["name"] for e in m["envs"]] == ["bandit", "sokoban"] and m["seeds"] == [7, 8, 9]
     assert m["sampling"]["temperature"] == 0.5 and not m["sampling"]["greedy"]
-    assert m["sampling"]["max_turns"] == 2 and m["sampling"]["max_tokens_per_turn"] == 12
+    assert m["sampling"]["max_turns"] == 2 and m["sampling"]["max_tokens_per_turn"] == 8
     assert m["backend"] == "hf" and m["ragen_version"] and m["date"]
     # the output directory is a run directory for `ragen inspect` (token view via its spec.yaml)
     shown = CliRunner().invoke(app, ["inspect", str(tmp_path / "a"), "--index", "3"])
@@ -185,32 +185,29 @@ def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
     assert bandit["ci95"] == pytest.approx([0.0, 0.56151], abs=1e-4)
 
 
-def test_full_checkpoint_uses_run_spec_and_compare_finds_the_difference(checkpoints, tmp_path):
+def test_compare_base_with_full_checkpoint_on_the_run_spec(checkpoints, tmp_path):
     ckpt = checkpoints["full"]
-    doc = _eval(["--checkpoint", str(ckpt), "--out", str(tmp_path / "one")])
-    m = doc["manifest"]
-    # settings from RUN/spec.yaml's validation section: 4 seeds from 200, greedy
-    assert m["seeds"] == [200, 201, 202, 203] and m["sampling"]["greedy"]
-    assert m["policy"]["kind"] == "checkpoint" and m["policy"]["step"] == 3
-    assert m["policy"]["content_hash"] == content_hash(ckpt / "model")
-    assert doc["results"][0]["success_rate"] == 1.0  # the fine-tuned answer: Dragon, every seed
-    assert (tmp_path / "one" / "trajectories" / "step-3.jsonl").is_file()
-
-    cmp = _eval(["--compare", "tiny-random", str(ckpt), "--env", "bandit", "--episodes", "6",
-                 "--greedy", "--max-turns", "1", "--max-tokens", "16", "--backend", "hf",
-                 "--out", str(tmp_path / "cmp")])
+    # no env / sampling options: they come from the checkpoint's RUN/spec.yaml validation
+    # section (bandit, seeds from 200, greedy, 1 turn of 16 tokens); 6 seeds instead of 4
+    cmp = _eval(["--compare", "tiny-random", str(ckpt), "--episodes", "6", "--out", str(tmp_path / "cmp")])
+    a, b = cmp["A"]["manifest"], cmp["B"]["manifest"]
+    assert a["seeds"] == b["seeds"] == list(range(200, 206)) and b["sampling"]["greedy"]
+    assert a["policy"]["kind"] == "model" and b["policy"]["kind"] == "checkpoint" and b["policy"]["step"] == 3
+    assert b["policy"]["content_hash"] == content_hash(ckpt / "model") != a["policy"]["content_hash"]
+    assert cmp["A"]["results"][0]["success_rate"] == 0.0 and cmp["B"]["results"][0]["success_rate"] == 1.0
     row = cmp["comparison"][0]
-    # A (random) fails all 6 seeds, B succeeds on all 6: 6 discordant pairs all for B,
-    # McNemar p = 2 * (1/2)^6 = 0.03125 < 0.05
+    # A (random) fails all 6 seeds, B (always Dragon) succeeds on all 6: 6 discordant pairs,
+    # all for B; McNemar p = 2 * (1/2)^6 = 0.03125 < 0.05
     assert (row["a_only"], row["b_only"], row["n"]) == (0, 6, 6)
     assert row["diff"] == 1.0 and row["p_value"] == pytest.approx(0.03125) and row["significant"]
-    assert cmp["A"]["manifest"]["seeds"] == cmp["B"]["manifest"]["seeds"] == list(range(200, 206))
     assert (tmp_path / "cmp" / "B" / "trajectories" / "step-3.jsonl").is_file()
+    assert (tmp_path / "cmp" / "A" / "trajectories" / "step-0.jsonl").is_file()
 
 
 def test_lora_checkpoint_is_applied_to_its_base(checkpoints, tmp_path):
     ckpt = checkpoints["lora"]
-    doc = _eval(["--checkpoint", str(ckpt), "--episodes", "3", "--out", str(tmp_path / "l")])
+    spec = ckpt.parent.parent / "spec.yaml"  # explicit --spec: same settings as the run's own
+    doc = _eval(["--checkpoint", str(ckpt), "--spec", str(spec), "--episodes", "3", "--out", str(tmp_path / "l")])
     m = doc["manifest"]
     assert m["policy"]["kind"] == "lora-checkpoint" and m["policy"]["step"] == 2
     assert m["policy"]["base_dir"].endswith("tiny-random-float32")

@@ -99,7 +99,7 @@ def _out_dir(opts: EvalOptions, policies: list[Policy]) -> Path:
 def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
     """Run the eval described by `opts`; returns the path of eval.json."""
     console = console or Console(width=None if sys.stdout.isatty() else 160)
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, soft_wrap=True)
     spec = _load_spec(opts)
     plan = build_plan(spec, envs=opts.envs or [], episodes=opts.episodes, seed=opts.seed,
                       temperature=opts.temperature, greedy=opts.greedy, samples=opts.samples,
