@@ -90,6 +90,13 @@ def test_endpoint_backend_samples_match_the_model(server, tiny_model_dir):
     assert sample.logprobs == pytest.approx(scores, abs=2e-3)
     again = backend.generate([prompt], n=3, max_tokens=8, temperature=1.0, top_p=1.0, seed=5)
     assert [s.token_ids for s in again[0]] == [s.token_ids for s in out[0]]  # seeded: repeatable
+    # a server without vLLM's extensions: plain OpenAI fields, reply text re-tokenized
+    plain = EndpointBackend(url, served, tok)
+    plain._extras_ok = False
+    text_only = plain.generate([prompt], n=3, max_tokens=8, temperature=1.0, top_p=1.0, seed=5)[0]
+    assert [s.token_ids for s in text_only] == [tok.encode(s.text, add_special_tokens=False) for s in text_only]
+    assert all(s.logprobs == pytest.approx(o.logprobs) for s, o in zip(text_only, out[0])
+               if s.token_ids == o.token_ids)
 
 
 def test_ragen_eval_with_endpoint(server, tmp_path):

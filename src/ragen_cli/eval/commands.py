@@ -47,6 +47,8 @@ def eval_command(
         _fail("give only one of --checkpoint, --compare, --endpoint")
     if not sources and model is None and spec is None:
         _fail("nothing to evaluate: give --checkpoint, --model, --spec, --compare or --endpoint")
+    if compare is not None and model is not None:
+        _fail("with --compare, name both models or checkpoints in --compare A B (not --model)")
     if endpoint is not None and model is None:
         _fail("--endpoint needs --model NAME (the model name the server serves)")
     from ragen_cli.eval.cli_run import EvalOptions, run_eval

@@ -6,9 +6,11 @@ OpenAI API accepts a token-id array as `prompt`), so prompts are token-identical
 and the same parser reads the replies. The server must serve a model whose tokenizer is the
 local one given to the driver (`--tokenizer`, default: `--model` resolved locally).
 
-- vLLM returns the sampled token ids when asked (`return_token_ids`, a vLLM extension); other
-  servers reject unknown fields, so on an HTTP 400 naming it the backend retries without it
-  and re-tokenizes the reply text (token exactness does not matter for eval).
+- vLLM extensions are asked for: the sampled token ids (`return_token_ids`), the same stop
+  tokens as the local backends (`stop_token_ids`: eos and the template's end-of-turn token) and
+  special tokens kept in the text. Other servers reject unknown fields, so on an HTTP 400
+  naming one the backend drops them all, keeps the server's own stop tokens and re-tokenizes
+  the reply text (token exactness does not matter for eval).
 - One request per prompt (each with its own seed, so identical prompts get different samples),
   sent concurrently so the server can batch them. Stdlib `urllib` only.
 - `sync` is refused (a remote server's weights cannot be pushed); `score` is not offered.
@@ -21,6 +23,9 @@ import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+
+VLLM_EXTRAS = ("return_token_ids", "stop_token_ids", "skip_special_tokens")
 
 
 class EndpointError(RuntimeError):
@@ -64,24 +69,27 @@ class EndpointBackend:
         self.timeout = timeout
         self.api_key = api_key
         self.concurrency = concurrency
-        self._token_ids_ok = True  # the server accepts vLLM's `return_token_ids`
+        self._extras_ok = True  # the server accepts the vLLM extensions (VLLM_EXTRAS)
+        from ragen_cli.rollout.context import stop_token_ids
+
+        self._stop_ids = stop_token_ids(tokenizer)
 
     def _body(self, prompt: list[int], n: int, max_tokens: int, temperature: float,
               top_p: float, seed: int) -> dict:
         body = {"model": self.model, "prompt": list(prompt), "n": n, "max_tokens": max_tokens,
                 "temperature": temperature, "top_p": top_p if temperature > 0 else 1.0,
                 "seed": seed, "logprobs": 0}
-        if self._token_ids_ok:
-            body["return_token_ids"] = True
+        if self._extras_ok:
+            body.update(return_token_ids=True, stop_token_ids=list(self._stop_ids), skip_special_tokens=False)
         return body
 
     def _request(self, body: dict) -> dict:
         try:
             return post_json(self.url, body, self.timeout, self.api_key)
         except EndpointError as err:
-            if "return_token_ids" in body and "HTTP 400" in str(err) and "return_token_ids" in str(err):
-                self._token_ids_ok = False
-                return post_json(self.url, {k: v for k, v in body.items() if k != "return_token_ids"},
+            if self._extras_ok and "HTTP 400" in str(err) and any(x in str(err) for x in VLLM_EXTRAS):
+                self._extras_ok = False
+                return post_json(self.url, {k: v for k, v in body.items() if k not in VLLM_EXTRAS},
                                  self.timeout, self.api_key)
             raise
 
@@ -115,7 +123,7 @@ class EndpointBackend:
 
         def body(i: int) -> dict:
             return self._body(prompts[i], n, max_tokens, temperature, top_p, seed + i)
-        first = self._request(body(0))  # settles `return_token_ids` before the fan-out
+        first = self._request(body(0))  # settles the vLLM extensions before the fan-out
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             rest = list(pool.map(self._request, [body(i) for i in range(1, len(prompts))]))
         return [self._samples(a, n) for a in [first, *rest]]
