@@ -172,7 +172,12 @@ def test_eval_is_deterministic_on_two_envs(tiny_model_dir, tmp_path):
     assert m["sampling"]["temperature"] == 0.5 and not m["sampling"]["greedy"]
     assert m["sampling"]["max_turns"] == 2 and m["sampling"]["max_tokens_per_turn"] == 8
     assert m["backend"] == "hf" and m["ragen_version"] and m["date"]
-    # the output directory is a run directory for `ragen inspect` (token view via its spec.yaml)
+    # the output directory is a run directory: `ragen watch` reads it through RunDir, and
+    # `ragen inspect` shows it (token view via its spec.yaml)
+    from ragen_cli.monitor.rundir import RunDir
+
+    assert RunDir(tmp_path / "a").steps_with_trajectories() == [0]
+    assert RunDir(tmp_path / "a").read_trajectories(0) == lines
     shown = CliRunner().invoke(app, ["inspect", str(tmp_path / "a"), "--index", "3"])
     assert shown.exit_code == 0, shown.output
     assert lines[3]["turns"][0]["reply"][:20] in shown.output
