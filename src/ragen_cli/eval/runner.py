@@ -53,10 +53,12 @@ def build_plan(spec: RunSpec | None, *, envs: list[str], episodes: int | None, s
     if spec is None:
         spec = RunSpec(name="eval", env=EnvSpec(train=TrainEnvSpec(name=envs[0])))
     val = spec.env.val
-    if envs:
-        refs = [EnvRef(name=name) for name in envs]
+    train = EnvRef(name=spec.env.train.name, config=spec.env.train.config)
+    if envs:  # an env the spec names keeps the spec's config
+        known = {r.name: r for r in (train, *val.envs)}
+        refs = [known.get(name, EnvRef(name=name)) for name in envs]
     else:
-        refs = list(val.envs) or [EnvRef(name=spec.env.train.name, config=spec.env.train.config)]
+        refs = list(val.envs) or [train]
     problems = [msg for r in refs for msg in check_env(r.name, dict(r.config))]
     if problems:
         raise EvalInputError("; ".join(problems))
