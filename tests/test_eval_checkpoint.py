@@ -34,6 +34,12 @@ def test_missing_checkpoint_lists_the_available_ones(tmp_path):
     assert "step-9 does not exist" in result.output and "available: step-5" in result.output
 
 
+def test_run_directory_instead_of_a_step_names_the_steps(tmp_path):
+    _full_checkpoint(tmp_path, 4)
+    result = _run("--checkpoint", str(tmp_path))
+    assert result.exit_code == 2 and "pick one of: step-4" in result.output
+
+
 def test_half_written_tmp_dir_is_refused(tmp_path):
     ckpt = _full_checkpoint(tmp_path, 7)
     tmp = ckpt.with_name(".tmp-step-7")

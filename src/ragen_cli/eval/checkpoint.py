@@ -114,6 +114,10 @@ def load_checkpoint(path: str | Path, base: str | None = None) -> Policy:
     (a model name or directory; default: the base model recorded in state.json)."""
     ckpt, step = _checkpoint_dir(Path(path).expanduser())
     if not (ckpt / "state.json").is_file():
+        inner = [p.name for p in (*ckpt.glob("step-*"), *ckpt.glob("checkpoints/step-*")) if p.is_dir()]
+        if inner:
+            raise EvalInputError(f"{ckpt} is not a checkpoint but holds checkpoints; pick one of: "
+                                 f"{', '.join(sorted(inner))}")
         raise EvalInputError(f"checkpoint {ckpt} is half-written or not a ragen checkpoint: no state.json")
     state = _read_json(ckpt / "state.json", "checkpoint state")
     lora = bool(state.get("lora"))
