@@ -61,6 +61,8 @@ def post_json(url: str, body: dict, timeout: float, api_key: str | None = None) 
 class EndpointBackend:
     """`Backend` (docs/internals.md, rollout/) backed by an OpenAI-compatible completions API."""
 
+    name = "endpoint"
+
     def __init__(self, url: str, model: str, tokenizer: Any, *, timeout: float = 300.0,
                  api_key: str | None = None, concurrency: int = 8):
         self.url = completions_url(url)
@@ -121,8 +123,9 @@ class EndpointBackend:
         if any(not p or not all(isinstance(t, int) for t in p) for p in prompts):
             raise ValueError("every prompt must be a non-empty list of token ids")
 
-        def body(i: int) -> dict:
-            return self._body(prompts[i], n, max_tokens, temperature, top_p, seed + i)
+        def body(i: int) -> dict:  # distinct per-prompt seeds, also across turns (seed + 1)
+            return self._body(prompts[i], n, max_tokens, temperature, top_p, (seed * 1_000_003 + i) % 2**63)
+
         first = self._request(body(0))  # settles the vLLM extensions before the fan-out
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
             rest = list(pool.map(self._request, [body(i) for i in range(1, len(prompts))]))
