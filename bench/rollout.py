@@ -4,7 +4,7 @@
     .venv/bin/python bench/rollout.py --dtype bfloat16 --repeats 2
 
 Both backends run the same workload (the driver, P groups x N copies, `max_tokens_per_turn`
-tokens per turn, temperature 1) on the built-in model; rounds alternate HF, vLLM, HF, vLLM,
+tokens per turn, temperature 1) on the built-in model; rounds alternate vLLM, HF, vLLM, HF,
 ... so a change in machine load hits both. Each backend is warmed up once before timing. The
 vLLM engine starts once (its start-up is reported, not counted). Prints one JSON object.
 """
@@ -63,7 +63,7 @@ def main() -> None:
                          temperature=1.0, top_p=1.0, seed=0)
     rounds: dict[str, list[dict]] = {"hf": [], "vllm": []}
     for r in range(args.repeats):
-        for name, backend in (("hf", hf), ("vllm", vllm)):
+        for name, backend in (("vllm", vllm), ("hf", hf)):
             rounds[name].append(_round(backend, tok, args, seed=1000 + 100 * r))
             print(name, rounds[name][-1], flush=True)
     rate = {k: sum(x["tokens"] for x in v) / sum(x["seconds"] for x in v) for k, v in rounds.items()}

@@ -19,6 +19,7 @@ def backend(tiny_model_dir):
 PROMPTS = [[1, 504, 3058, 314, 260], [1, 30, 31]]
 
 
+@pytest.mark.slow
 def test_seeded_sampling_is_reproducible(backend):
     kw = dict(n=2, max_tokens=5, temperature=1.0, top_p=1.0)
     a = backend.generate(PROMPTS, seed=7, **kw)
@@ -89,6 +90,7 @@ def test_auto_falls_back_to_hf_and_says_so(tiny_model_dir, monkeypatch, caplog):
         make_backend("tgi", tiny_model_dir, spec)
 
 
+@pytest.mark.slow
 def test_owned_model_sync_full_weights_and_lora_versions(tiny_model_dir, tmp_path):
     """An HF backend that owns its model (eval) serves whatever it was last synced to."""
     import torch

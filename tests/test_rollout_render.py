@@ -29,6 +29,7 @@ def saved(tiny_model_dir, tmp_path_factory):
     return tok, trajs, run
 
 
+@pytest.mark.slow
 def test_no_observation_token_is_ever_trained(saved):
     tok, trajs, run = saved
     records = run.read_trajectories(3)
@@ -42,6 +43,7 @@ def test_no_observation_token_is_ever_trained(saved):
         assert all(rec["loss_mask"][i] == 1 for i in rec["turn_end"])
 
 
+@pytest.mark.slow
 def test_render_highlights_exactly_the_trained_tokens(saved):
     tok, trajs, _ = saved
     text = render.render_trajectory(trajs[0], tok)
@@ -50,6 +52,7 @@ def test_render_highlights_exactly_the_trained_tokens(saved):
     assert "State:" in text.plain and f"[{trajs[0].num_generated} trained tokens" in text.plain
 
 
+@pytest.mark.slow
 def test_inspect_cli_renders_a_run_directory(saved):
     _, trajs, run = saved
     result = CliRunner().invoke(app, ["inspect", str(run.path), "--index", "1", "--model", "tiny-random"])
