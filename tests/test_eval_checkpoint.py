@@ -4,6 +4,7 @@ Each must exit with code 2 and a message naming what is wrong (no model is run).
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,12 @@ def test_option_errors_exit_2():
     assert result.exit_code == 2 and "unknown model 'no-such-model'" in result.output
     result = CliRunner().invoke(app, ["eval", "--model", "tiny-random", "--env", "nosuchenv"])
     assert result.exit_code == 2 and "nosuchenv" in result.output
+
+
+def test_unreachable_endpoint_exits_2(tiny_model_dir, tmp_path):
+    with socket.socket() as s:  # a free port: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = CliRunner().invoke(app, ["eval", "--endpoint", f"http://127.0.0.1:{port}", "--model", str(tiny_model_dir),
+                                      "--env", "bandit", "--episodes", "1", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "cannot reach the endpoint" in result.output

@@ -116,10 +116,3 @@ def test_ragen_eval_with_endpoint(server, tmp_path):
     assert result.exit_code == 0, result.output
     again = json.loads((tmp_path / "b" / "eval.json").read_text())
     assert again["episodes"] == doc["episodes"]
-
-
-def test_unreachable_endpoint_exits_2(tiny_model_dir, tmp_path):
-    port = _free_port()  # nothing listens there
-    result = CliRunner().invoke(app, ["eval", "--endpoint", f"http://127.0.0.1:{port}", "--model", str(tiny_model_dir),
-                                      "--env", "bandit", "--episodes", "1", "--out", str(tmp_path / "x")])
-    assert result.exit_code == 2 and "cannot reach the endpoint" in result.output
