@@ -26,7 +26,6 @@ from pathlib import Path
 import torch
 
 from ragen_cli.algos.filter import filter_groups
-from ragen_cli.train import checkpoint as ckpt
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
@@ -146,5 +145,3 @@ def _main_thread() -> bool:
 
     return threading.current_thread() is threading.main_thread()
 
-
-__all__ = ["train", "train_step", "ckpt"]
