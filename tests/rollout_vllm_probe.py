@@ -58,6 +58,12 @@ def main(model_dir: str, work: str) -> dict:
     # 2. sampled (T=1) log-probs of vLLM equal the trainer's log-probs of the same tokens
     [[s]] = vllm.generate([probe], n=1, max_tokens=16, temperature=1.0, top_p=1.0, seed=5)
     res["sampled_logprob_gap"] = parity_gap(s.logprobs, hf.score(probe + s.token_ids)[len(probe) - 1:])
+    # 2b. seeded sampling of long prompts (more tokens than one scheduler step takes) works and
+    # is reproducible (regression: chunked prefill + per-request seeds crashed on CPU)
+    long = [[1] + [100 + (i * 7 + j) % 5000 for j in range(1200)] for i in range(8)]
+    kw = dict(n=2, max_tokens=4, temperature=1.0, top_p=0.9, seed=11)
+    first, again = vllm.generate(long, **kw), vllm.generate(long, **kw)
+    res["long_seeded_reproducible"] = [[x.token_ids for x in g] for g in first] == [[x.token_ids for x in g] for g in again]
     # 3. full-weight sync: stale before, equal after; pushing the old weights back restores
     original = {k: t.clone() for k, t in model.state_dict().items()}
     model.load_state_dict(perturbed(model, 1, 0.05))

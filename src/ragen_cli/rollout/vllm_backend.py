@@ -67,6 +67,10 @@ class VLLMBackend:
         self.llm = LLM(
             model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,
             max_model_len=max_model_len, enable_prefix_caching=True, enforce_eager=on_cpu,
+            # whole-prompt prefill: with chunked prefill, vLLM rewinds a seeded request's
+            # generator after a partial prefill with a CUDA-only call (CPU: "CPU Generator does
+            # not use offset"), so per-request seeds would crash on long multi-turn prompts
+            enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 8192),
             worker_extension_cls=EXTENSION, **lora,
         )
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
