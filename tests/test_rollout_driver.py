@@ -158,13 +158,14 @@ def test_context_window_keeps_the_last_turns_for_the_sampler_only(tok):
 
 
 def test_bandit_answer_only_episode_ends_when_the_env_terminates(tok):
-    # think off: nothing pre-filled, "<answer>Dragon</answer>" parses; Bandit terminates after
-    # one pull, so max_turns=3 still gives one turn, not truncated; reward is the env's only.
+    # think off: "<answer>" is pre-filled, so the sampled "Dragon<|im_end|>" (no closing tag)
+    # parses as the action Dragon; Bandit terminates after one pull, so max_turns=3 still gives
+    # one turn, not truncated; reward is the env's only.
     rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=12, think=False)
-    backend = ScriptedBackend(tok, ["<answer>Dragon</answer><|im_end|>"])
+    backend = ScriptedBackend(tok, ["Dragon<|im_end|>"])
     [traj] = run_rollouts(backend, tok, EnvRef(name="bandit"), [3], 1, rollout, 4096, 0)
     prompt = tok.decode(backend.calls[0][0])
-    assert prompt.endswith("<|im_start|>assistant\n") and "<answer> [your answer] </answer>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n<answer>") and "<answer> [your answer] </answer>" in prompt
     assert "<think>" not in prompt
     assert len(traj.turns) == 1 and len(backend.calls) == 1
     assert not traj.truncated and traj.info["chose_high_ev"] is True

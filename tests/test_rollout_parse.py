@@ -65,6 +65,11 @@ def test_answer_only_mode_needs_no_think_block():
     assert parse_reply("<answer>Phoenix</answer>", think=False, sep="||", max_actions=1).actions == ["Phoenix"]
     assert parse_reply("<think>x</think><answer>A || B</answer>", think=False, sep="||", max_actions=1).actions == ["A"]
     assert not parse_reply("Phoenix", think=False, sep="||", max_actions=1).format_ok
+    # "<answer>" is pre-filled in answer-only mode: an answer cut by the end of the reply counts,
+    # a closing tag ends it early, and an empty unclosed answer is still a format error.
+    assert parse_reply("<answer>Phoenix", think=False, sep="||", max_actions=2).actions == ["Phoenix"]
+    assert parse_reply("<answer>Up || Left</answer> more", think=False, sep="||", max_actions=2).actions == ["Up", "Left"]
+    assert not parse_reply("<answer>  ", think=False, sep="||", max_actions=1).format_ok
 
 
 def test_first_match_wins_and_multiline_content():

@@ -32,6 +32,7 @@ SYSTEM_PROMPT = "You're a helpful assistant. "
 THINK_FORMAT = "<think> [Your thoughts] </think> <answer> [your answer] </answer>"
 ANSWER_FORMAT = "<answer> [your answer] </answer>"
 PREFILL = "<think>"
+ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer block
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
 
 
@@ -65,7 +66,7 @@ class ChatFormat:
         if getattr(tokenizer, "chat_template", None) is None:
             raise ValueError("the tokenizer has no chat template; ragen needs a chat (instruct) model")
         self.tokenizer = tokenizer
-        self.prefill = PREFILL if think else ""
+        self.prefill = PREFILL if think else ANSWER_PREFILL
         probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
                  {"role": "assistant", "content": _MARK}]
         rendered = self.render(probe, generation_prompt=False)

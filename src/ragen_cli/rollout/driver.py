@@ -97,7 +97,8 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     turn_end = len(traj.input_ids) - 1
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
-    parsed = parse_reply(reply, rollout.think, rollout.action_sep, rollout.max_actions_per_turn)
+    # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
+    parsed = parse_reply(reply.removesuffix(ep.ctx.fmt.eot_text), rollout.think, rollout.action_sep, rollout.max_actions_per_turn)
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
                         format_ok=parsed.format_ok, finish_reason=sample.finish_reason)
     reward = 0.0 if parsed.format_ok else rollout.format_penalty

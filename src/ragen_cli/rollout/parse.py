@@ -7,7 +7,10 @@ piece stripped, empty pieces dropped, and at most `max_actions` kept (extra acti
 dropped, not an error). A reply without a usable answer block is a format error: the driver
 takes no action and adds the format penalty for that turn.
 
-Deviations from the reference: a `<answer>` block that contains no action at all (empty or
+Deviations from the reference: with thinking off, `<answer>` is pre-filled (as the reference
+pre-fills `<think>`) and a missing `</answer>` at the very end of the reply is accepted, so
+`<answer>Left || Up` parses; whatever the answer holds is then judged by the env (an action the
+env does not know is invalid, not a format error). Also, a `<answer>` block that contains no action at all (empty or
 only separators) is a format error here; the reference passes an empty action list on.
 """
 
@@ -17,7 +20,9 @@ import re
 from dataclasses import dataclass, field
 
 _THINK_ANSWER = re.compile(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", re.DOTALL)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+# Answer-only mode: `<answer>` is pre-filled, so a reply that ends (end of turn) before writing
+# `</answer>` still has a complete answer block; small models often stop right after the action.
+_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
