@@ -97,3 +97,19 @@ def test_registry_names_and_custom_class_path():
     assert "Cat" in env.reset(seed=0)[0]
     assert "not a subclass" in check_env("ragen_cli.envs.registry:make_env")[0]
     assert "cannot import" in check_env("no_such_module:Env")[0]
+
+
+def test_answer_naming_exactly_one_arm_picks_it():
+    from ragen_cli.envs.bandit import pick_arm
+
+    arms = ("Phoenix", "Dragon")
+    assert pick_arm(" dragon ", arms) == "Dragon"  # the bare name, any case
+    assert pick_arm("I choose to pull the arm named Phoenix.", arms) == "Phoenix"
+    assert pick_arm("Phoenix and Dragon", arms) is None  # both named: no choice
+    assert pick_arm("Dragonfly", arms) is None  # whole words only
+    assert pick_arm("Your answer is:", arms) is None
+    # Through the env: a sentence naming the risky arm is a valid, effective pull of it.
+    env = make_env("bandit")
+    env.reset(seed=3)
+    _, _, terminated, _, info = env.step("The answer is Dragon")
+    assert terminated and info["action_is_valid"] and info["arm"] == "Dragon" and info["chose_high_ev"]
