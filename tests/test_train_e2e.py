@@ -1,7 +1,8 @@
 """End to end on the tiny-random model: real DeepSpeed engine (CPU, gloo), real HF rollouts on
 the Bandit env, real checkpoints. One 2-step run (full fine-tuning, GAE critic) is shared by
-the e2e assertions and, as the uninterrupted reference, by the resume-equivalence test; a second
-run trains LoRA (with KL on, so the adapter-disabled reference is exercised)."""
+the e2e assertions and, as the uninterrupted reference, by the resume-equivalence test; LoRA
+runs check the adapter checkpoint, export (merge), KL against the adapter-disabled reference,
+and resume equivalence of the adapter-only DeepSpeed state."""
 
 from __future__ import annotations
 
@@ -123,3 +124,20 @@ def test_lora_run_saves_adapter_and_export_merges(tmp_path, tiny_model_dir):
         expect = peft_model.eval()(input_ids=ids).logits
         got = merged.eval()(input_ids=ids).logits
     torch.testing.assert_close(got, expect, rtol=1e-4, atol=1e-4)
+
+
+def test_lora_resume_continues_exactly(tmp_path):
+    """The LoRA path (adapter-only DeepSpeed state, exclude_frozen_parameters; GAE critic with its
+    own adapter) resumes exactly too: 1 + 1 steps give the same adapter as 2 steps."""
+    import torch
+
+    lora = ["model.lora={rank: 4, alpha: 8}", "algorithm.adv_estimator=gae"]
+    run_tiny(tmp_path / "a", lora + ["train.steps=2"])
+    run_tiny(tmp_path / "b", lora + ["train.steps=1"])
+    run_tiny(tmp_path / "b", lora + ["train.steps=2"], resume=True)
+    for part in ("model", "critic"):
+        wa = safetensors_state(tmp_path / "a" / "checkpoints" / "step-2" / part)
+        wb = safetensors_state(tmp_path / "b" / "checkpoints" / "step-2" / part)
+        assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), part
+    step2 = "trajectories/step-2.jsonl"
+    assert (tmp_path / "a" / step2).read_text() == (tmp_path / "b" / step2).read_text()
