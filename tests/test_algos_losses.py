@@ -246,3 +246,13 @@ def test_aggregate_decomposes_over_micro_batches(mode):
 
     acc = sum(units(mask[p]) / units(mask) * aggregate(x[p], mask[p], mode) for p in parts)
     assert_close(acc, aggregate(x, mask, mode))
+
+
+def test_explained_variance_of_constant_returns_is_zero_despite_rounding():
+    # Returns all -0.1 (every episode got the format penalty): Var(returns) is 0 in exact
+    # arithmetic, ~1e-17 in float32; the metric must report "undefined" as 0.0, not -8e13.
+    from ragen_cli.algos.losses import explained_variance
+
+    returns = torch.full((4, 3), -0.1)
+    values = torch.tensor([[0.3, -0.2, 0.1], [0.0, 0.5, -0.4], [0.2, 0.2, 0.2], [-0.3, 0.1, 0.0]])
+    assert explained_variance(values, returns, torch.ones(4, 3)) == 0.0

@@ -171,3 +171,15 @@ def test_bandit_answer_only_episode_ends_when_the_env_terminates(tok):
     assert not traj.truncated and traj.info["chose_high_ev"] is True
     assert traj.turn_rewards == [traj.turns[0].reward] and traj.turns[0].actions == ["Dragon"]
     assert traj.to_record()["info"]["arm"] == "Dragon"
+
+
+def test_invalid_action_turn_gets_the_format_penalty(tok):
+    # Bandit, think off: "Tiger" parses (format ok) but names no arm, so the env reports an
+    # invalid action with reward 0; the turn then gets the format penalty: 0 + (-0.1) = -0.1.
+    rollout = RolloutSpec(max_turns=1, max_tokens_per_turn=12, think=False, format_penalty=-0.1)
+    [traj] = run_rollouts(ScriptedBackend(tok, ["Tiger<|im_end|>"]), tok, EnvRef(name="bandit"), [3], 1, rollout, 4096, 0)
+    assert traj.turns[0].format_ok and traj.turns[0].valid == 0 and traj.turns[0].executed == 1
+    assert traj.turn_rewards == [-0.1]
+    # Seed 3's risky pull pays 1.0 (tests/test_envs_bandit.py): a valid pull gets no penalty.
+    [traj] = run_rollouts(ScriptedBackend(tok, ["Dragon<|im_end|>"]), tok, EnvRef(name="bandit"), [3], 1, rollout, 4096, 0)
+    assert traj.turns[0].valid == 1 and traj.turn_rewards == [1.0]

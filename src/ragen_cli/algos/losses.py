@@ -131,7 +131,10 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor, mask: torch.
     check_same_shape(values=values, returns=returns, mask=mask)
     values, returns = values.detach().float(), returns.detach().float()
     var_y = masked_var(returns, mask)
-    if var_y.item() <= 0.0:
+    # "Does not vary" up to float32 rounding: constant returns of -0.1 leave var_y ~1e-17, which
+    # would divide a real residual variance into -8e13.
+    scale = 1.0 + float(returns[mask.bool()].abs().max()) ** 2 if mask.any() else 1.0
+    if var_y.item() <= 1e-8 * scale:
         return 0.0
     return (1.0 - masked_var(returns - values, mask) / var_y).item()
 

@@ -115,6 +115,10 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
             ep.done = True
             ep.terminated = bool(terminated)
             break
+    if parsed.format_ok and record.valid < record.executed:
+        # As the reference: the format penalty also falls on a turn with any invalid action,
+        # else well-formed nonsense (reward 0) beats an unparsable reply (the penalty).
+        reward += rollout.format_penalty
     record.reward = reward
     ep.prev_reward = reward
     traj.turns.append(record)
