@@ -18,11 +18,12 @@ from ragen_cli.compile.sizes import SIZE_LABELS
 
 
 
-def _flat(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}: the dotted key paths that provenance and --set use."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         if isinstance(value, Mapping):
-            out.update(_flat(value, f"{prefix}{key}."))
+            out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
     return out
@@ -44,7 +45,7 @@ def algorithm_table(plan: Plan, provenance: Mapping[str, str]) -> Table:
     table.add_column("value", justify="right")
     table.add_column("set by")
     style = {"default": "dim", "preset": "cyan", "user": "bold", "--set": "bold magenta"}
-    for key, value in _flat(plan.algorithm).items():
+    for key, value in flatten(plan.algorithm).items():
         source = provenance.get(key, "default")
         table.add_row(key, json.dumps(value), f"[{style.get(source, '')}]{source}[/]")
     return table

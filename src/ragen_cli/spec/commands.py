@@ -49,7 +49,9 @@ def summary(loaded: LoadedSpec) -> str:
 
 def provenance_line(loaded: LoadedSpec) -> str:
     """Which algorithm values came from the preset, the spec file and --set (defaults omitted)."""
-    values = _flat(loaded.spec.algorithm.model_dump())
+    from ragen_cli.compile.render import flatten
+
+    values = flatten(loaded.spec.algorithm.model_dump())
     groups: dict[str, list[str]] = {"preset": [], "user": [], "--set": []}
     for key, source in loaded.provenance.items():
         if source in groups and key != "preset":
@@ -57,16 +59,6 @@ def provenance_line(loaded: LoadedSpec) -> str:
     names = {"preset": f"from preset {loaded.spec.algorithm.preset}", "user": "from the spec", "--set": "from --set"}
     parts = [f"{names[k]}: {', '.join(v)}" for k, v in groups.items() if v]
     return "algorithm " + "; ".join(parts) if parts else "algorithm: all defaults"
-
-
-def _flat(data: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flat(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def validate(

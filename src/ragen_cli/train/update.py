@@ -69,29 +69,29 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, a) -> tuple[t
 
 def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows: int) -> dict[str, float]:
     """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm."""
-    a = spec.algorithm
-    stats, norms = Averager(), []
-    engine.train()
-    for _ in range(_passes(spec)):
-        for mini in micro_slices(len(batch), mini_rows):
-            mini_mask = batch.mask[mini]
-            for rel in micro_slices(len(mini), spec.train.micro_batch):
-                rows = [mini[i] for i in rel]
-                mb = batch.rows(rows)
-                loss, st = _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, a)
-                w = share(mb.mask, mini_mask, a.loss_agg)
-                engine.backward(loss * w, scale_wrt_gas=False)
-                stats.add(st, w)
-            engine.step()
-            norms.append(engine.get_global_grad_norm())
-    out = stats.means()
-    out["grad_norm"] = _mean_norm(norms)
-    return out
+
+    def micro_loss(mb: Batch, rows: list[int]):
+        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec.algorithm)
+
+    return _optimise(engine, batch, spec, mini_rows, micro_loss)
 
 
 def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: int) -> dict[str, float]:
     """Train the critic on `batch` with the clipped value loss; returns mean stats."""
     a = spec.algorithm
+
+    def micro_loss(mb: Batch, rows: list[int]):
+        values = value_forward(engine, mb)
+        T = values.shape[1]
+        loss, st = value_loss(values, old_values[rows, :T], returns[rows, :T], mb.mask, a.value_clip, a.loss_agg)
+        return loss, {**st, "value_loss": loss.item()}
+
+    return _optimise(engine, batch, spec, mini_rows, micro_loss)
+
+
+def _optimise(engine, batch: Batch, spec, mini_rows: int, micro_loss) -> dict[str, float]:
+    """online_k x ppo_epochs passes; each pass one optimizer step per mini-batch, the gradient
+    accumulated over micro-batches, each micro loss weighted by its share of the mini-batch."""
     stats, norms = Averager(), []
     engine.train()
     for _ in range(_passes(spec)):
@@ -100,12 +100,10 @@ def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: in
             for rel in micro_slices(len(mini), spec.train.micro_batch):
                 rows = [mini[i] for i in rel]
                 mb = batch.rows(rows)
-                values = value_forward(engine, mb)
-                T = values.shape[1]
-                loss, st = value_loss(values, old_values[rows, :T], returns[rows, :T], mb.mask, a.value_clip, a.loss_agg)
-                w = share(mb.mask, mini_mask, a.loss_agg)
+                loss, st = micro_loss(mb, rows)
+                w = share(mb.mask, mini_mask, spec.algorithm.loss_agg)
                 engine.backward(loss * w, scale_wrt_gas=False)
-                stats.add({**st, "value_loss": loss.item()}, w)
+                stats.add(st, w)
             engine.step()
             norms.append(engine.get_global_grad_norm())
     out = stats.means()
