@@ -20,7 +20,7 @@ TINY = [
     "model.name=tiny-random", "env.train.groups=2", "env.train.group_size=2", "algorithm.filter.keep_ratio=0.5",
     "rollout.backend=hf", "rollout.max_tokens_per_turn=8", "train.micro_batch=2", "deepspeed.precision=fp32",
     "env.val.every=0", "checkpoint.every=1", "checkpoint.keep=3", "train.lr_actor=1e-3", "train.lr_critic=1e-3",
-    "monitor.trajectories_per_step=4",
+    "monitor.trajectories_per_step=4", "algorithm.adv_estimator=gae",
 ]
 
 
@@ -45,7 +45,7 @@ def safetensors_state(model_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, tiny_model_dir) -> Path:
     out = tmp_path_factory.mktemp("full") / "full"
-    run_tiny(out, ["model.lora=null", "train.steps=2"])
+    run_tiny(out, ["model.lora=null", "train.steps=2", "monitor.loggers=[jsonl, tensorboard]"])
     return out
 
 
@@ -71,6 +71,13 @@ def test_full_run_writes_finite_metrics_and_changes_weights(full_run, tiny_model
     assert len(changed) > 0.5 * len(before), f"only {len(changed)} of {len(before)} tensors changed"
     events = [e["kind"] for e in RunDir(full_run).read_events()]
     assert events[0] == "start" and events[-1] == "end" and events.count("checkpoint") == 2
+    # the TensorBoard sink got the same numbers as metrics.jsonl
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(full_run / "tensorboard"))
+    acc.Reload()
+    tb = [(e.step, e.value) for e in acc.Scalars("reward/mean")]
+    assert tb == [(r["step"], pytest.approx(r["reward/mean"])) for r in records]
     trajs = (full_run / "trajectories" / "step-1.jsonl").read_text().splitlines()
     assert len(trajs) == 4 and {"reply", "actions", "reward"} <= json.loads(trajs[0])["turns"][0].keys()
 

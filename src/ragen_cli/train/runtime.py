@@ -12,6 +12,7 @@ from typing import Any
 from ragen_cli.monitor.health import HealthTracker, assess
 from ragen_cli.monitor.intervene import Decision, InterventionState, decide
 from ragen_cli.monitor.rundir import RunDir
+from ragen_cli.train.sinks import open_sinks
 from ragen_cli.train import checkpoint as ckpt
 from ragen_cli.train.progress import StepProgress
 from ragen_cli.train.runtime_light import spec_yaml
@@ -47,6 +48,7 @@ class Run:
     state: RunState
     scratch: Path
     tracker: HealthTracker = field(default_factory=HealthTracker)
+    sinks: list = field(default_factory=list)  # TensorBoard / W&B (train/sinks.py); rank 0 only
 
     def say(self, text: str) -> None:
         if self.rank == 0:
@@ -61,6 +63,8 @@ class Run:
         self.state.history.append({"step": step, **record})
         if self.rank == 0:
             self.rundir.write_metrics(step, record)
+            for sink in self.sinks:
+                sink.log(step, record)
 
     def save_checkpoint(self) -> Path:
         step = self.state.step
@@ -94,6 +98,8 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     if resume:
         _restore(run)
+    if rank == 0:
+        run.sinks = open_sinks(spec.monitor.loggers, rundir.path, spec.name, spec.model_dump(mode="json"))
     run.event("start", run.state.step, resume=resume, world_size=world, backend=backend.name,
               model_dir=str(model_dir))
     return run
@@ -114,6 +120,8 @@ def _restore(run: Run) -> None:
 
 def teardown(run: Run) -> None:
     shutil.rmtree(run.scratch, ignore_errors=True)
+    for sink in run.sinks:
+        sink.close()
     close = getattr(run.backend, "close", None)
     if callable(close):
         close()
