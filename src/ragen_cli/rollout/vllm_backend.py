@@ -35,6 +35,9 @@ def cpu_env_defaults(kv_cache_gib: int) -> None:
     os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
     os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+    # vLLM kills its engine when one model step takes over 300 s; on a busy 2-core machine a
+    # long prefill can (seen: EngineDeadError mid-run while other jobs shared the cores).
+    os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
 
 
 class VLLMBackend:
