@@ -12,8 +12,10 @@ from typing import List, Optional
 
 import typer
 
-from ragen_cli.spec.errors import SpecError
-from ragen_cli.spec.loader import LoadedSpec, load
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the loader builds the pydantic models (~0.3 s): only when a command runs
+    from ragen_cli.spec.loader import LoadedSpec
 
 SPEC_EXIT = 2  # a spec that cannot run: nothing was started
 TEMPLATE_FILES = ("ragen.yaml", "my_env.py")
@@ -26,6 +28,9 @@ def templates_dir() -> Path:
 
 def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
     """Load and validate, or print every problem to stderr and exit 2."""
+    from ragen_cli.spec.errors import SpecError
+    from ragen_cli.spec.loader import load
+
     try:
         return load(spec, overrides)
     except SpecError as exc:
