@@ -272,3 +272,25 @@ def test_gae_estimator_needs_values_and_inputs_check_shapes():
     with pytest.raises(ValueError, match="scores"):
         bool_zeros = torch.zeros(2, 3, dtype=torch.bool)
         AdvantageInputs(torch.ones(2, 3), torch.zeros(2, 3), bool_zeros, torch.zeros(3), T_([0, 0]))
+
+
+def test_grpo_std_normalisation_hides_the_payout_of_a_lone_risky_pull():
+    """Why specs/bandit.yaml sets grpo_norm_std: false. A group of 8 with 7 safe pulls (0.1)
+    and one risky pull that pays 1.0 (prob. 0.25) or 0.0: with the unbiased group std, a lone
+    outlier always gets z = (n-1)/sqrt(n) = 7/sqrt(8) = 2.4749 in size, whatever it paid, so the
+    expected risky advantage is 0.25 x 2.4749 - 0.75 x 2.4749 < 0 (pushes toward the safe arm).
+    Mean only: +0.7875 (win) and -0.0875 (loss), expectation 0.25 x 0.7875 - 0.75 x 0.0875
+    = +0.13125 (toward the arm with the higher expected value, 0.25 > 0.1)."""
+    from ragen_cli.algos.advantages import grpo
+
+    mask = torch.ones(8, 1)
+    group = torch.zeros(8, dtype=torch.long)
+    win = torch.tensor([1.0] + [0.1] * 7)
+    loss = torch.tensor([0.0] + [0.1] * 7)
+    z = 7 / 8 ** 0.5
+    assert grpo(win, group, mask)[0, 0].item() == pytest.approx(z, rel=1e-4)  # eps 1e-6 in the denominator
+    assert grpo(loss, group, mask)[0, 0].item() == pytest.approx(-z, rel=1e-4)
+    a_win = grpo(win, group, mask, norm_std=False)[0, 0].item()
+    a_loss = grpo(loss, group, mask, norm_std=False)[0, 0].item()
+    assert (a_win, a_loss) == (pytest.approx(0.7875), pytest.approx(-0.0875))
+    assert 0.25 * a_win + 0.75 * a_loss == pytest.approx(0.13125)

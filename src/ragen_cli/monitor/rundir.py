@@ -19,7 +19,7 @@ from pathlib import Path
 from ragen_cli.monitor.jsonl import JsonlTail, append_jsonl, read_jsonl, truncate_partial_tail
 from ragen_cli.monitor.metrics import validate_metrics
 
-EVENT_KINDS = ("start", "health", "intervention", "checkpoint", "val", "end", "error")
+EVENT_KINDS = ("start", "health", "intervention", "rollback", "checkpoint", "val", "end", "error")
 _TRAJ_FILE = re.compile(r"^step-(\d+)\.jsonl$")
 
 
@@ -103,7 +103,7 @@ class RunDir:
         append_jsonl(self.metrics_path, {"step": int(step), "time": time.time() if at is None else at, **metrics})
 
     def write_event(self, kind: str, step: int, at: float | None = None, **data: object) -> None:
-        """Append one event (`start`, `health`, `intervention`, `checkpoint`, `val`, `end`, `error`).
+        """Append one event (`start`, `health`, `intervention`, `rollback`, `checkpoint`, `val`, `end`, `error`).
 
         `at`: the event's `time` stamp (Unix seconds); default now.
         """

@@ -137,6 +137,11 @@ class TrainSpec(Section):
         None, ge=1, description="Trajectories per optimizer step; omit for all kept trajectories (one step per update)."
     )
     micro_batch: int = Field(4, ge=1, description="Trajectories per forward/backward pass per process.")
+    share_prefix: bool = Field(
+        True, description="Run the prompt that the rollouts of one initial state share once per micro-batch "
+        "(its KV cache, with gradients, is reused by every row) instead of once per row. Same losses and "
+        "gradients up to float rounding; N times less prompt compute."
+    )
     grad_clip: float = Field(1.0, gt=0.0, description="Gradient norm clipping.")
     seed: int = Field(42, ge=0, description="Seed for torch, sampling and initialisation.")
 

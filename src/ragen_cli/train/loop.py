@@ -59,20 +59,19 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     def part(x):
         return None if x is None else x[mine, : local.mask.shape[1]]
 
-    actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]), spec, mini_rows)
+    actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]), spec,
+                               mini_rows, run.state.lr_scale)
     critic_stats = None
     if engines.critic is not None:
-        critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows)
+        critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows,
+                                     run.state.lr_scale)
         metrics.update(stages.critic_stats(old["values"], returns, batch.mask))
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
     metrics["sync/parity_gap"] = stages.parity_probe(run, batch)
     # 7. metrics
-    lrs = {"actor": stages.current_lr(engines.actor)}
-    if engines.critic is not None:
-        lrs["critic"] = stages.current_lr(engines.critic)
-    metrics.update(stages.update_metrics(actor_stats, critic_stats, lrs))
+    metrics.update(stages.update_metrics(actor_stats, critic_stats))
     metrics.update(stages.reward_stats(trajs))
     metrics.update(stages.diversity_stats(trajs))
     metrics.update({
@@ -116,9 +115,9 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 decision = health_decision(run, step)
                 bar.advance(step, metrics)
                 summary.update(step=step, metrics=metrics)
-                if decision.action == "intervene":
-                    apply_decision(run, decision)
-                if _checkpoint_due(spec, step) or decision.save_checkpoint or stop["requested"]:
+                # after a rollback the weights are the checkpoint's: nothing new to save
+                rolled_back = decision.action == "intervene" and apply_decision(run, decision)
+                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or stop["requested"]):
                     run.save_checkpoint()
                 if decision.action == "stop" or stop["requested"]:
                     summary["stopped"] = True

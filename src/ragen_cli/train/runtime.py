@@ -71,8 +71,14 @@ class Run:
         path = ckpt.save(self.rundir.checkpoints_dir, step, self.engines, self.state.to_dict(), self.model_dir,
                          self.spec.checkpoint.keep, self.rank)
         self.tracker.note_checkpoint(step)
-        self.event("checkpoint", step, path=str(path))
+        self.event("checkpoint", step, path=str(path), checksum=self.checksum())
         return path
+
+    def checksum(self) -> float:
+        """Checksum of this process's trainable actor parameters (stages.rank_checksums)."""
+        from ragen_cli.train.stages import rank_checksums
+
+        return rank_checksums(self)[self.rank]
 
     def progress(self) -> StepProgress:
         return StepProgress(self.spec.train.steps, self.state.step, enabled=self.rank == 0)
@@ -156,23 +162,32 @@ def health_decision(run: Run, step: int) -> Decision:
     return decision
 
 
-def apply_decision(run: Run, decision: Decision) -> None:
-    """Carry out an intervention: stronger filtering, lower learning rates, rollback."""
+def apply_decision(run: Run, decision: Decision) -> bool:
+    """Carry out an intervention: stronger filtering, lower learning rates, rollback (weights,
+    optimizer, step counter and metric history go back to the checkpoint; the seed cursor does
+    not, so the run continues on fresh initial states). Returns whether it rolled back."""
+    from ragen_cli.train.stages import push_weights
+
     s = run.state
     step = s.step
+    rolled_back = False
     if decision.rollback_to is not None:
         path = run.rundir.checkpoints_dir / f"step-{decision.rollback_to}"
         if path.is_dir():
+            before = run.checksum()
             saved = ckpt.load(path, run.engines)
             s.step, s.history = saved["step"], [r for r in s.history if r["step"] <= saved["step"]]
             run.tracker.forget_after(s.step)
+            push_weights(run, f"rollback-{s.step}")
+            run.event("rollback", step, to_step=s.step, path=str(path), checksum_before=before,
+                      checksum=run.checksum())
+            rolled_back = True
+        else:
+            run.event("rollback", step, to_step=decision.rollback_to, path=str(path), error="checkpoint not found")
     if decision.keep_ratio is not None:
         s.keep_ratio = decision.keep_ratio
     if decision.lr_scale is not None:
-        s.lr_scale *= decision.lr_scale
-        for engine in (run.engines.actor, run.engines.critic):
-            if engine is not None:
-                for group in engine.optimizer.param_groups:
-                    group["lr"] *= decision.lr_scale
+        s.lr_scale *= decision.lr_scale  # applied at every optimizer step (update.scaled_step)
     s.interventions += 1
     s.last_intervention_step = step
+    return rolled_back

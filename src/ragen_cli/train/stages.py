@@ -47,14 +47,15 @@ def gather_rollouts(run, seeds: list[int], step: int):
 
 def old_scores(run, batch: Batch) -> dict[str, torch.Tensor | None]:
     """Old log-probs (trainer, before the update), critic values, reference log-probs."""
-    micro = run.spec.train.micro_batch
+    micro, share = run.spec.train.micro_batch, run.spec.train.share_prefix
     engines = run.engines
-    out: dict[str, torch.Tensor | None] = {"old_logp": score(engines.actor, batch, micro), "values": None, "ref_logp": None}
+    out: dict[str, torch.Tensor | None] = {"old_logp": score(engines.actor, batch, micro, share_prefix=share),
+                                           "values": None, "ref_logp": None}
     if engines.critic is not None:
         out["values"] = score(engines.critic, batch, micro, kind="value")
     if engines.ref is not None:
         with ref_context(engines):
-            out["ref_logp"] = score(engines.ref, batch, micro)
+            out["ref_logp"] = score(engines.ref, batch, micro, share_prefix=share)
     return out
 
 
@@ -118,24 +119,20 @@ def diversity_stats(trajs) -> dict[str, float]:
     return {k: v for k, v in out.items() if v is not None}
 
 
-def update_metrics(actor: dict, critic: dict | None, lrs: dict[str, float]) -> dict[str, float]:
+def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
     """Rename the update's stats into the metrics table's names."""
     out = {
         "actor/entropy": actor.get("entropy"), "actor/grad_norm": actor.get("grad_norm"),
         "actor/clip_frac_low": actor.get("clipfrac_low"), "actor/clip_frac_high": actor.get("clipfrac_high"),
         "actor/approx_kl": actor.get("approx_kl"), "actor/policy_loss": actor.get("policy_loss"),
-        "actor/lr": lrs["actor"],
+        "actor/lr": actor.get("lr"),
     }
     if "kl_ref" in actor:
         out["actor/kl_ref"] = actor["kl_ref"]
     if critic is not None:
         out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
-                    "critic/lr": lrs["critic"]})
+                    "critic/lr": critic.get("lr")})
     return {k: v for k, v in out.items() if v is not None}
-
-
-def current_lr(engine) -> float:
-    return float(engine.optimizer.param_groups[0]["lr"])
 
 
 def passes(spec) -> int:

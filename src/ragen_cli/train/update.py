@@ -52,8 +52,9 @@ def _passes(spec) -> int:
     return spec.algorithm.online_k * spec.algorithm.ppo_epochs
 
 
-def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, a) -> tuple[torch.Tensor, dict]:
-    logp, entropy = policy_forward(engine, mb, with_entropy=True)
+def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec) -> tuple[torch.Tensor, dict]:
+    a = spec.algorithm
+    logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=spec.train.share_prefix)
     T = logp.shape[1]
     pg, stats = policy_loss(logp, old_logp[rows, :T], adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
                             a.dual_clip_c, a.loss_agg)
@@ -67,16 +68,19 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, a) -> tuple[t
     return loss, stats
 
 
-def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows: int) -> dict[str, float]:
-    """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm."""
+def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows: int,
+                 lr_scale: float = 1.0) -> dict[str, float]:
+    """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm and
+    the learning rate used."""
 
     def micro_loss(mb: Batch, rows: list[int]):
-        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec.algorithm)
+        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec)
 
-    return _optimise(engine, batch, spec, mini_rows, micro_loss)
+    return _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
 
 
-def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: int) -> dict[str, float]:
+def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: int,
+                  lr_scale: float = 1.0) -> dict[str, float]:
     """Train the critic on `batch` with the clipped value loss; returns mean stats."""
     a = spec.algorithm
 
@@ -86,10 +90,28 @@ def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: in
         loss, st = value_loss(values, old_values[rows, :T], returns[rows, :T], mb.mask, a.value_clip, a.loss_agg)
         return loss, {**st, "value_loss": loss.item()}
 
-    return _optimise(engine, batch, spec, mini_rows, micro_loss)
+    return _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
 
 
-def _optimise(engine, batch: Batch, spec, mini_rows: int, micro_loss) -> dict[str, float]:
+def scaled_step(engine, lr_scale: float) -> float:
+    """`engine.step()` with every learning rate times `lr_scale` (a health intervention,
+    monitor/intervene.py); returns the first group's rate used.
+
+    A DeepSpeed LR scheduler rewrites the rates from its own schedule after every step, so the
+    scale applies to the rate the schedule set for this step; without a scheduler the rate is
+    put back after the step. Either way the scale never compounds across steps."""
+    groups = engine.optimizer.param_groups
+    base = [g["lr"] for g in groups]
+    for g, lr in zip(groups, base):
+        g["lr"] = lr * lr_scale
+    engine.step()
+    if getattr(engine, "lr_scheduler", None) is None:
+        for g, lr in zip(groups, base):
+            g["lr"] = lr
+    return float(base[0] * lr_scale)
+
+
+def _optimise(engine, batch: Batch, spec, mini_rows: int, micro_loss, lr_scale: float) -> dict[str, float]:
     """online_k x ppo_epochs passes; each pass one optimizer step per mini-batch, the gradient
     accumulated over micro-batches, each micro loss weighted by its share of the mini-batch."""
     stats, norms = Averager(), []
@@ -104,10 +126,11 @@ def _optimise(engine, batch: Batch, spec, mini_rows: int, micro_loss) -> dict[st
                 w = share(mb.mask, mini_mask, spec.algorithm.loss_agg)
                 engine.backward(loss * w, scale_wrt_gas=False)
                 stats.add(st, w)
-            engine.step()
+            lr = scaled_step(engine, lr_scale)
             norms.append(engine.get_global_grad_norm())
     out = stats.means()
     out["grad_norm"] = _mean_norm(norms)
+    out["lr"] = lr
     return out
 
 
