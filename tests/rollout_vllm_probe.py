@@ -82,6 +82,16 @@ def main(model_dir: str, work: str) -> dict:
         vllm.sync(f"{work}/adapter-{version}")
         res[f"lora{version}_synced_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
         model = peft_model.unload()  # back to the plain base model for the next version
+    # 5. LoRA folded into full weights (rollout.lora_sync merged): pushed as a state dict, it
+    # replaces the served adapter and vLLM serves the peft model's policy
+    from ragen_cli.train.lora import merged_state_dict
+
+    peft_model = lora_adapter(model, f"{work}/adapter-3", seed=3)
+    trainer = HFBackend(peft_model, tok)
+    res["merged_stale_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
+    vllm.sync(merged_state_dict(peft_model))
+    res["merged_synced_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
+    res["merged_no_adapter"] = vllm.lora_request is None
     return res
 
 

@@ -66,7 +66,7 @@ def test_cpu_single_process_vllm_env_launch(cpu_plan: Plan):
     assert cpu_plan.vllm == {
         "model": "{model_dir}", "dtype": "bfloat16", "max_model_len": 1024, "enforce_eager": True,
         "enable_prefix_caching": True, "max_num_seqs": 64, "seed": 42,
-        "enable_lora": True, "max_lora_rank": 16, "max_loras": 1,  # rank 12 -> vLLM's next allowed rank 16
+        # LoRA on CPU: rollout.lora_sync auto -> merged weights, so vLLM runs without LoRA
     }
     assert cpu_plan.env == {
         "DS_ACCELERATOR": "cpu", "VLLM_CPU_KVCACHE_SPACE": "3", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
@@ -136,6 +136,23 @@ def test_schedulers():
     assert scheduler_block("linear", 1e-5, 0, 10) == {"type": "WarmupDecayLR", "params": {
         "total_num_steps": 10, "warmup_min_lr": 0.0, "warmup_max_lr": 1e-5, "warmup_num_steps": 1,
         "warmup_type": "linear"}}
+
+
+@pytest.mark.parametrize("sync, device, lora_args", [
+    ("auto", "cpu", {}),
+    ("auto", "cuda", {"enable_lora": True, "max_lora_rank": 16, "max_loras": 1}),  # rank 12 -> 16
+    ("adapter", "cpu", {"enable_lora": True, "max_lora_rank": 16, "max_loras": 1}),
+    ("merged", "cuda", {}),
+])
+def test_vllm_lora_only_for_adapter_sync(tmp_path, sync, device, lora_args):
+    from ragen_cli.compile.launch import lora_sync_mode, vllm_args
+
+    path = tmp_path / "cpu.yaml"
+    path.write_text(CPU_SPEC.replace("vllm_kv_cache_gib: 3}", f"vllm_kv_cache_gib: 3, lora_sync: {sync}}}"))
+    spec = load_spec(path)
+    assert lora_sync_mode(spec, device) == ("adapter" if lora_args else "merged")
+    args = vllm_args(spec, device)
+    assert {k: args[k] for k in ("enable_lora", "max_lora_rank", "max_loras") if k in args} == lora_args
 
 
 def test_vllm_lora_ranks():

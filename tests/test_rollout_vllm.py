@@ -61,3 +61,9 @@ def test_lora_sync_serves_each_new_adapter(probe):
     for version in (1, 2):
         assert probe[f"lora{version}_stale_gap"] > STALE
         assert probe[f"lora{version}_synced_gap"] < SYNCED
+
+
+def test_merged_lora_sync_serves_the_adapted_policy(probe):
+    """rollout.lora_sync merged: W + (alpha/r) B A pushed as full weights."""
+    assert probe["merged_stale_gap"] > STALE
+    assert probe["merged_synced_gap"] < SYNCED and probe["merged_no_adapter"]

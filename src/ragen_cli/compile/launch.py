@@ -48,6 +48,16 @@ def vllm_lora_rank(rank: int) -> int:
     return next(r for r in VLLM_LORA_RANKS if r >= rank)
 
 
+def lora_sync_mode(spec: RunSpec, device: str) -> str | None:
+    """How a LoRA policy reaches vLLM after each update (`rollout.lora_sync`): "merged" or
+    "adapter"; None without LoRA. auto: merged on CPU, adapter on GPU."""
+    if spec.model.lora is None:
+        return None
+    if spec.rollout.lora_sync == "auto":
+        return "merged" if device == "cpu" else "adapter"
+    return spec.rollout.lora_sync
+
+
 def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
     """Keyword arguments of `vllm.LLM(...)` for the rollout engine."""
     args: dict[str, object] = {
@@ -61,7 +71,7 @@ def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
     }
     if device == "cuda":
         args["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
-    if spec.model.lora is not None:
+    if lora_sync_mode(spec, device) == "adapter":
         args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(spec.model.lora.rank), max_loras=1)
     return args
 

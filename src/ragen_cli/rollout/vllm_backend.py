@@ -25,7 +25,6 @@ from typing import Any
 from ragen_cli.rollout.context import stop_token_ids
 from ragen_cli.rollout.types import Sample
 
-_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
 
 
@@ -63,10 +62,11 @@ class VLLMBackend:
         self._lora_version = 0
         lora: dict[str, Any] = {}
         if max_lora_rank is not None:
-            rank = next((r for r in _LORA_RANKS if r >= max_lora_rank), None)
-            if rank is None:
-                raise ValueError(f"LoRA rank {max_lora_rank} is above vLLM's largest supported rank 512")
-            lora = dict(enable_lora=True, max_lora_rank=rank, max_loras=1)
+            from ragen_cli.compile.launch import VLLM_LORA_RANKS, vllm_lora_rank
+
+            if max_lora_rank > VLLM_LORA_RANKS[-1]:
+                raise ValueError(f"LoRA rank {max_lora_rank} is above vLLM's largest supported rank {VLLM_LORA_RANKS[-1]}")
+            lora = dict(enable_lora=True, max_lora_rank=vllm_lora_rank(max_lora_rank), max_loras=1)
         self.llm = LLM(
             model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,
             max_model_len=max_model_len, enable_prefix_caching=True, enforce_eager=on_cpu,
@@ -137,6 +137,7 @@ class VLLMBackend:
         loaded = self.llm.collective_rpc("ragen_load_weights", args=(save(tensors),))
         if any(count != len(tensors) for count in loaded):
             raise RuntimeError(f"weight sync loaded {loaded} tensors of {len(tensors)}")
+        self.lora_request = None  # the weights are the whole policy now; no adapter on top
 
     def _sync_lora(self, adapter_dir: Path) -> None:
         from vllm.lora.request import LoRARequest
@@ -144,7 +145,8 @@ class VLLMBackend:
         if not (adapter_dir / "adapter_config.json").is_file():
             raise ValueError(f"{adapter_dir} is not a PEFT adapter directory (no adapter_config.json)")
         if not self.llm.llm_engine.vllm_config.lora_config:
-            raise ValueError("this vLLM engine was started without LoRA (spec model.lora is unset)")
+            raise ValueError("this vLLM engine was started without LoRA (model.lora is unset, or "
+                             "rollout.lora_sync resolved to merged)")
         self._lora_version += 1
         self.lora_request = LoRARequest(f"ragen-policy-v{self._lora_version}", self._lora_version, str(adapter_dir))
 

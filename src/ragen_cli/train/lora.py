@@ -43,6 +43,33 @@ def save_adapter(peft_model, out_dir: str | Path) -> Path:
     return out
 
 
+def merged_state_dict(peft_model) -> dict:
+    """The base model's state dict under its own (Hugging Face) names with the active adapter
+    folded in, W + (alpha / r) B A per adapted layer (peft's `get_delta_weight`). Computed on
+    the side: the module is not merged and unmerged, so the trained weights never pick up that
+    round-off. Adapter tensors themselves are left out."""
+    import torch
+    from peft.tuners.lora import LoraLayer
+
+    adapter = peft_model.active_adapter
+    prefix = "base_model.model."
+    with torch.no_grad():
+        deltas = {name: mod.get_delta_weight(adapter) for name, mod in peft_model.named_modules()
+                  if isinstance(mod, LoraLayer) and adapter in mod.lora_A}
+        out = {}
+        for key, value in peft_model.state_dict().items():
+            if ".lora_" in key:
+                continue
+            owner, _, leaf = key.rpartition(".")
+            if owner.endswith(".base_layer"):
+                layer = owner[: -len(".base_layer")]
+                if leaf == "weight" and layer in deltas:
+                    value = value + deltas[layer].to(value.dtype)
+                key = f"{layer}.{leaf}"
+            out[key.removeprefix(prefix)] = value.detach()
+    return out
+
+
 def merge_adapter(base_dir: str | Path, adapter_dir: str | Path, out_dir: str | Path) -> Path:
     """Load base + adapter, fold the adapter into the weights, save a plain HF directory
     (safetensors, tokenizer files) that transformers and vLLM load without peft."""

@@ -88,6 +88,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.compile.launch import lora_sync_mode
     from ragen_cli.rollout.backend import make_backend
     from ragen_cli.train.engine import build_engines, init_distributed
 
@@ -99,7 +100,8 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     engines = build_engines(spec, plan, model_dir, world)
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
     policy = engines.actor.module
-    backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy)
+    backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
+                           lora_adapters=lora_sync_mode(spec, plan.device) == "adapter")
     run = Run(spec, plan, rundir, model_dir, engines, backend, load_tokenizer(model_dir), rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     if resume:

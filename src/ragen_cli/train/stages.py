@@ -72,14 +72,20 @@ def critic_stats(values, returns, mask) -> dict[str, float]:
 
 
 def push_weights(run, tag: str) -> float:
-    """Make the rollout engine serve the trainer's current weights (the adapter only with LoRA);
+    """Make the rollout engine serve the trainer's current weights: full weights, or with LoRA
+    the adapter (`rollout.lora_sync` adapter) or the adapter folded into full weights (merged);
     returns the seconds it took. Nothing to push when the HF backend generates with the
     trainer's own module."""
+    from ragen_cli.compile.launch import lora_sync_mode
+    from ragen_cli.train.lora import merged_state_dict
+
     start = time.perf_counter()
     module = run.engines.actor.module
     if getattr(run.backend, "model", None) is module:
         return 0.0
-    if run.engines.lora:
+    if run.engines.lora and lora_sync_mode(run.spec, run.plan.device) == "merged":
+        run.backend.sync(merged_state_dict(module))
+    elif run.engines.lora:
         adapter = run.scratch / f"adapter-{tag}"
         module.save_pretrained(str(adapter), safe_serialization=True)
         run.backend.sync(adapter)
