@@ -20,13 +20,14 @@ WEIGHT_LOADER_V2_SUPPORTED = ("UnquantizedLinearMethod", "CompressedTensorsLinea
 class WeightSyncExtension:
     """Mixed into vLLM's worker class; call through `llm.collective_rpc("ragen_load_weights", ...)`."""
 
-    def ragen_load_weights(self, payload: bytes) -> int:
-        """Load `payload` (safetensors bytes of an HF-named state dict); returns tensors loaded."""
-        from safetensors.torch import load as load_safetensors
+    def ragen_load_weights(self, path: str) -> int:
+        """Load the safetensors file `path` (an HF-named state dict, written by the backend on
+        the same machine); returns the number of tensors loaded."""
+        from safetensors.torch import load_file
         from vllm.model_executor.layers.linear import LinearBase
 
         model = self.model_runner.get_model()
-        tensors = load_safetensors(payload)
+        tensors = load_file(path)
         for module in model.modules():
             if isinstance(module, LinearBase) and module.weight.numel() == 0:
                 _recreate_weight(module)
