@@ -115,3 +115,33 @@ def test_shared_prefix_gives_the_same_gradients(tiny):
     for n in plain:
         torch.testing.assert_close(shared[n], plain[n], atol=1e-5, rtol=1e-4, msg=n)
     tiny.zero_grad()
+
+
+def test_single_pass_update_needs_no_scoring_pass(tiny):
+    """stages.single_pass: with one optimizer step over the whole batch, the update's own
+    detached log-probs are the old log-probs: same loss and gradients as a separate pass."""
+    from ragen_cli.spec.models import RunSpec
+    from ragen_cli.train.batch import score
+    from ragen_cli.train.stages import single_pass
+    from ragen_cli.train.update import _actor_micro
+
+    spec = RunSpec(name="t", env={"train": {"name": "bandit"}}, algorithm={"adv_estimator": "grpo"})
+    assert single_pass(spec, rows=5, mini_rows=5) and not single_pass(spec, rows=5, mini_rows=2)
+    assert not single_pass(spec.model_copy(update={"algorithm": spec.algorithm.model_copy(update={"ppo_epochs": 2})}), 5, 5)
+
+    b = _mixed_batch()
+    adv = torch.linspace(-1, 1, b.mask.numel()).reshape(b.mask.shape)
+    rows = list(range(len(b)))
+
+    def run(old):
+        tiny.zero_grad()
+        loss, stats = _actor_micro(tiny, b, rows, old, adv, None, spec)
+        loss.backward()
+        return loss.item(), {n: p.grad.clone() for n, p in tiny.named_parameters() if p.grad is not None}
+
+    loss_sep, g_sep = run(score(tiny, b, micro=2))
+    loss_own, g_own = run(None)
+    assert loss_own == pytest.approx(loss_sep, rel=1e-5, abs=1e-7)
+    for n in g_sep:
+        torch.testing.assert_close(g_own[n], g_sep[n], atol=1e-6, rtol=1e-4, msg=n)
+    tiny.zero_grad()

@@ -6,7 +6,8 @@
 
 How this departs from the paper and its reference code (docs/training.md has the details):
 1. Old log-probs are recomputed by the trainer before the update (as verl), so the first
-   ratio is exactly 1; the rollout engine's log-probs are only used by the parity probe.
+   ratio is exactly 1; the rollout engine's log-probs are only used by the parity probe. When
+   the update is one optimizer step over the whole batch, the update's own forward gives them.
 2. Online-k is a real loop (k consecutive updates on one rollout batch, all against the same
    old log-probs); the reference emulates it by enlarging the batch.
 3. The episode's text is trained exactly as sampled (the reference re-formats the parsed
@@ -46,15 +47,15 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     keep, fstats = filter_groups(rewards, torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
     kept = [trajs[i] for i in keep.tolist()]
     t_update = time.perf_counter()
-    # 3. old log-probs, values and reference log-probs, recomputed by the trainer
+    # 3. old log-probs (none needed for a single-pass update), values and reference log-probs
     batch = collate(kept)
-    old = stages.old_scores(run, batch)
+    mine = list(range(run.rank, len(batch), run.world))
+    mini_rows = (spec.train.mini_batch or len(batch)) // run.world
+    old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
     # 4. token rewards and advantages (GAE with the critic, GRPO or REINFORCE-LOO)
     adv, returns = stages.advantages(spec, batch, old["values"])
     # 5. updates on this process's share of the kept rows
-    mine = list(range(run.rank, len(batch), run.world))
     local = batch.rows(mine)
-    mini_rows = (spec.train.mini_batch or len(batch)) // run.world
 
     def part(x):
         return None if x is None else x[mine, : local.mask.shape[1]]

@@ -45,12 +45,21 @@ def gather_rollouts(run, seeds: list[int], step: int):
     return trajs, stats
 
 
-def old_scores(run, batch: Batch) -> dict[str, torch.Tensor | None]:
-    """Old log-probs (trainer, before the update), critic values, reference log-probs."""
+def single_pass(spec, rows: int, mini_rows: int) -> bool:
+    """True when the update is one optimizer step over the whole batch (online_k = ppo_epochs
+    = 1, one mini-batch): every forward of the update then runs on the weights the old
+    log-probs would be computed with, so its own detached log-probs are the old ones (ratio
+    exactly 1) and the separate scoring pass is skipped."""
+    return passes(spec) == 1 and mini_rows >= rows
+
+
+def old_scores(run, batch: Batch, need_old_logp: bool = True) -> dict[str, torch.Tensor | None]:
+    """Old log-probs (trainer, before the update; None when not needed), critic values,
+    reference log-probs."""
     micro, share = run.spec.train.micro_batch, run.spec.train.share_prefix
     engines = run.engines
-    out: dict[str, torch.Tensor | None] = {"old_logp": score(engines.actor, batch, micro, share_prefix=share),
-                                           "values": None, "ref_logp": None}
+    old_logp = score(engines.actor, batch, micro, share_prefix=share) if need_old_logp else None
+    out: dict[str, torch.Tensor | None] = {"old_logp": old_logp, "values": None, "ref_logp": None}
     if engines.critic is not None:
         out["values"] = score(engines.critic, batch, micro, kind="value")
     if engines.ref is not None:

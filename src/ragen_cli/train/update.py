@@ -56,7 +56,8 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec) -> tupl
     a = spec.algorithm
     logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=spec.train.share_prefix)
     T = logp.shape[1]
-    pg, stats = policy_loss(logp, old_logp[rows, :T], adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
+    old = logp.detach() if old_logp is None else old_logp[rows, :T]  # None: single pass (stages.single_pass)
+    pg, stats = policy_loss(logp, old, adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
                             a.dual_clip_c, a.loss_agg)
     ent = aggregate(entropy, mb.mask, a.loss_agg)
     loss = pg - a.entropy_coef * ent
