@@ -94,13 +94,18 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
     run = setup(spec, plan, Path(run_dir), resume)
     stop = {"requested": False}
 
-    def on_sigint(signum, frame):
+    def on_signal(signum, frame):
+        """Ctrl-C or SIGTERM (a scheduler, `kill`): finish the step, checkpoint, shut the rollout
+        engine down; a second signal aborts at once (still closing the engine: no orphaned
+        vLLM processes)."""
         if stop["requested"]:
             raise KeyboardInterrupt
         stop["requested"] = True
-        run.say("ragen: Ctrl-C: finishing this step, saving a checkpoint, then exiting (Ctrl-C again to abort)")
+        what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        run.say(f"ragen: {what}: finishing this step, saving a checkpoint, then exiting (again to abort)")
 
-    previous = signal.signal(signal.SIGINT, on_sigint) if run.rank == 0 and _main_thread() else None
+    handled = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, on_signal) for sig in handled} if run.rank == 0 and _main_thread() else {}
     summary = {"step": run.state.step, "stopped": False, "metrics": {}}
     try:
         if run.state.step == 0 and should_validate(spec, 0):
@@ -129,8 +134,8 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
         run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         raise
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         teardown(run)
     return summary
 
