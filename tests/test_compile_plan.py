@@ -157,6 +157,8 @@ def test_vllm_lora_only_for_adapter_sync(tmp_path, sync, device, lora_args):
 
 def test_vllm_lora_ranks():
     assert [vllm_lora_rank(r) for r in (1, 2, 8, 9, 64, 300, 512)] == [1, 8, 8, 16, 64, 320, 512]
+    with pytest.raises(ValueError, match="above vLLM's largest supported rank 512"):
+        vllm_lora_rank(513)
 
 
 def test_offload_and_stage3_blocks(tmp_path: Path):

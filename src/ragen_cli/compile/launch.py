@@ -45,6 +45,8 @@ def resolve_device(spec: RunSpec) -> str:
 
 def vllm_lora_rank(rank: int) -> int:
     """The smallest max_lora_rank vLLM accepts that holds `rank` (vLLM takes only these values)."""
+    if rank > VLLM_LORA_RANKS[-1]:
+        raise ValueError(f"LoRA rank {rank} is above vLLM's largest supported rank {VLLM_LORA_RANKS[-1]}")
     return next(r for r in VLLM_LORA_RANKS if r >= rank)
 
 

@@ -66,10 +66,8 @@ class VLLMBackend:
 
             extra["block_size"] = VLLM_CPU_BLOCK_SIZE  # whole-block prefix caching: see its docstring
         if max_lora_rank is not None:
-            from ragen_cli.compile.launch import VLLM_LORA_RANKS, vllm_lora_rank
+            from ragen_cli.compile.launch import vllm_lora_rank
 
-            if max_lora_rank > VLLM_LORA_RANKS[-1]:
-                raise ValueError(f"LoRA rank {max_lora_rank} is above vLLM's largest supported rank {VLLM_LORA_RANKS[-1]}")
             extra.update(enable_lora=True, max_lora_rank=vllm_lora_rank(max_lora_rank), max_loras=1)
         self.llm = LLM(
             model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,

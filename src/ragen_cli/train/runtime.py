@@ -86,9 +86,9 @@ class Run:
 
 def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
+    from ragen_cli.compile.launch import lora_sync_mode
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_tokenizer
-    from ragen_cli.compile.launch import lora_sync_mode
     from ragen_cli.rollout.backend import make_backend
     from ragen_cli.train.engine import build_engines, init_distributed
 

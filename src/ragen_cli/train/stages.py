@@ -86,13 +86,14 @@ def push_weights(run, tag: str) -> float:
     returns the seconds it took. Nothing to push when the HF backend generates with the
     trainer's own module."""
     from ragen_cli.compile.launch import lora_sync_mode
-    from ragen_cli.train.lora import merged_state_dict
 
     start = time.perf_counter()
     module = run.engines.actor.module
     if getattr(run.backend, "model", None) is module:
         return 0.0
     if run.engines.lora and lora_sync_mode(run.spec, run.plan.device) == "merged":
+        from ragen_cli.train.lora import merged_state_dict
+
         run.backend.sync(merged_state_dict(module))
     elif run.engines.lora:
         adapter = run.scratch / f"adapter-{tag}"
