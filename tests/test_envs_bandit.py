@@ -100,14 +100,14 @@ def test_registry_names_and_custom_class_path():
 
 
 def test_answer_naming_exactly_one_arm_picks_it():
-    from ragen_cli.envs.bandit import pick_arm
+    from ragen_cli.envs.base import named_action
 
     arms = ("Phoenix", "Dragon")
-    assert pick_arm(" dragon ", arms) == "Dragon"  # the bare name, any case
-    assert pick_arm("I choose to pull the arm named Phoenix.", arms) == "Phoenix"
-    assert pick_arm("Phoenix and Dragon", arms) is None  # both named: no choice
-    assert pick_arm("Dragonfly", arms) is None  # whole words only
-    assert pick_arm("Your answer is:", arms) is None
+    assert named_action(" dragon ", arms) == "Dragon"  # the bare name, any case
+    assert named_action("I choose to pull the arm named Phoenix.", arms) == "Phoenix"
+    assert named_action("Phoenix and Dragon", arms) is None  # both named: no choice
+    assert named_action("Dragonfly", arms) is None  # whole words only
+    assert named_action("Your answer is:", arms) is None
     # Through the env: a sentence naming the risky arm is a valid, effective pull of it.
     env = make_env("bandit")
     env.reset(seed=3)

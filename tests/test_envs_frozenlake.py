@@ -16,7 +16,7 @@ def test_seed0_first_observation_and_goal():
     assert info["map"] == ["FFHF", "FFFF", "SGFH", "FFFF"]
     obs, r, term, trunc, info = env.step("Left")  # edge: gymnasium keeps the player in place
     assert (obs, r, term, info["action_is_valid"], info["action_is_effective"]) == (SEED0, 0.0, False, True, False)
-    obs, r, term, trunc, info = env.step(" right ")
+    obs, r, term, trunc, info = env.step("I move right.")  # a sentence naming one action is that action
     assert (obs, r, term, trunc, info["success"]) == ("__O_\n____\n_√_O\n____", 1.0, True, False, True)
 
 
@@ -32,7 +32,7 @@ def test_hole_ends_episode_without_reward():
 def test_invalid_actions_leave_state_and_truncate_at_budget():
     env = make_env("frozenlake", {"max_actions": 2})
     env.reset(seed=0)
-    obs, r, term, trunc, info = env.step("jump")
+    obs, r, term, trunc, info = env.step("Left or Right")  # two actions named: neither
     assert (obs, r, term, trunc, info["action_is_valid"]) == (SEED0, 0.0, False, False, False)
     assert env.step("")[3] is True
 

@@ -183,3 +183,21 @@ def test_invalid_action_turn_gets_the_format_penalty(tok):
     # Seed 3's risky pull pays 1.0 (tests/test_envs_bandit.py): a valid pull gets no penalty.
     [traj] = run_rollouts(ScriptedBackend(tok, ["Dragon<|im_end|>"]), tok, EnvRef(name="bandit"), [3], 1, rollout, 4096, 0)
     assert traj.turns[0].valid == 1 and traj.turn_rewards == [1.0]
+
+
+def test_answer_example_names_the_envs_first_actions_in_the_format_line(tok):
+    # FrozenLake's actions are Left, Down, Right, Up (gymnasium's ids): with 2 actions per turn the
+    # example is "Left || Down"; with 1 it is "Left". Nothing else in the prompt changes.
+    replies = ["Down<|im_end|>"]
+    for per_turn, example in ((2, "Left || Down"), (1, "Left")):
+        rollout = RolloutSpec(max_turns=1, max_actions_per_turn=per_turn, max_tokens_per_turn=12, think=False,
+                              answer_example=True)
+        backend = ScriptedBackend(tok, replies)
+        run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0], 1, rollout, 4096, 0)
+        with_example = tok.decode(backend.calls[0][0])
+        assert f"Always output: <answer> {example} </answer> with no extra text." in with_example
+        plain = ScriptedBackend(tok, replies)
+        run_rollouts(plain, tok, EnvRef(name="frozenlake"), [0], 1, rollout.model_copy(update={"answer_example": False}),
+                     4096, 0)
+        assert tok.decode(plain.calls[0][0]) == with_example.replace(f"<answer> {example} </answer>",
+                                                                     "<answer> [your answer] </answer>")

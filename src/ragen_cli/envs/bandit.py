@@ -5,13 +5,12 @@ draw of the risky arm uses the same seeded generator, so an episode is reproduci
 
 from __future__ import annotations
 
-import re
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, normalise_action
+from ragen_cli.envs.base import TextEnv, named_action, normalise_action
 
 INSTRUCTION = """You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull.
 Game Rules:
@@ -54,18 +53,6 @@ def expected_values(config: BanditConfig) -> tuple[float, float]:
     return config.low_arm_score, config.high_arm_score * config.high_arm_prob
 
 
-def pick_arm(action: str, arms: tuple[str, str]) -> str | None:
-    """The arm an answer names: the arm name itself (any case, spacing), or a sentence that names
-    exactly one of the two arms as a whole word ("I pull Dragon." -> Dragon). An answer naming
-    both arms, or neither, picks none (invalid). Small models wrap the name in words; the
-    reference code only takes the bare name, which gives a 135M model no learning signal."""
-    key = normalise_action(action)
-    exact = {normalise_action(arm): arm for arm in arms}.get(key)
-    if exact is not None:
-        return exact
-    named = [arm for arm in arms if re.search(rf"\b{re.escape(arm.lower())}\b", str(action).lower())]
-    return named[0] if len(named) == 1 else None
-
 
 class BanditEnv(TextEnv):
     name = "bandit"
@@ -82,7 +69,7 @@ class BanditEnv(TextEnv):
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
         safe, risky = self.config.arm_names
-        arm = pick_arm(action, (safe, risky))
+        arm = named_action(action, (safe, risky))
         if arm is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         if arm == safe:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import re
 import textwrap
 import types
 import typing
@@ -178,3 +179,17 @@ class TextEnv(gymnasium.Env):
 def normalise_action(action: str) -> str:
     """Case- and whitespace-insensitive form of an action name ('  Up ' -> 'up')."""
     return " ".join(action.split()).lower()
+
+
+def named_action(action: str, names: typing.Sequence[str]) -> str | None:
+    """The action an answer names: the name itself (any case, spacing), or text that names
+    exactly one of `names` as a whole word ("I move Left." -> "Left"). Text naming two actions,
+    or none, names none (invalid). Small models wrap the name in words; the reference code only
+    takes the bare name, which gives a 135M model almost no valid actions (docs/training.md)."""
+    key = normalise_action(action)
+    exact = {normalise_action(name): name for name in names}.get(key)
+    if exact is not None:
+        return exact
+    text = str(action).lower()
+    named = [name for name in names if re.search(rf"\b{re.escape(name.lower())}\b", text)]
+    return named[0] if len(named) == 1 else None

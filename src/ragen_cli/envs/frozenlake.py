@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-from ragen_cli.envs.base import TextEnv, normalise_action
+from ragen_cli.envs.base import TextEnv, named_action
 
 ACTION_NAMES = ("Left", "Down", "Right", "Up")  # gymnasium's action ids 0..3
 _ACTION_IDS = {name.lower(): i for i, name in enumerate(ACTION_NAMES)}
@@ -104,7 +104,8 @@ class FrozenLakeEnv(TextEnv):
         return {"map": list(self.board)}
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        a = _ACTION_IDS.get(normalise_action(action))
+        name = named_action(action, ACTION_NAMES)
+        a = _ACTION_IDS[name.lower()] if name else None
         if a is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         before = self.state

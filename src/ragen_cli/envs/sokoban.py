@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, normalise_action
+from ragen_cli.envs.base import TextEnv, named_action
 from ragen_cli.envs.sokoban_gen import DIRS, Level, generate_level
 
 ROLES = ("wall", "floor", "target", "box_on_target", "box", "player", "player_on_target")
@@ -62,7 +62,8 @@ class SokobanEnv(TextEnv):
         return {}
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        move = DIRS.get(normalise_action(action))
+        name = named_action(action, ACTION_NAMES)
+        move = DIRS.get(name.lower()) if name else None
         if move is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         floor, targets = self.level.floor, self.level.targets

@@ -36,9 +36,18 @@ ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer blo
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
 
 
-def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int) -> str:
-    """The per-turn block: state, action budget and the required format."""
+def answer_example(actions: list[str], sep: str, max_actions_per_turn: int) -> str:
+    """An answer made of the env's first action names, as many as a turn allows, at most two
+    (["Left", "Down", ...], "||", 5 -> "Left || Down")."""
+    return f" {sep} ".join(actions[: min(2, max_actions_per_turn)])
+
+
+def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None) -> str:
+    """The per-turn block: state, action budget and the required format; `example` replaces the
+    `[your answer]` placeholder."""
     fmt = THINK_FORMAT if think else ANSWER_FORMAT
+    if example:
+        fmt = fmt.replace("[your answer]", example)
     return (
         f"Turn {turn}:\nState:\n{obs}\nYou have {actions_left} actions left. "
         f"Always output: {fmt} with no extra text. Strictly follow this format. "

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ragen_cli.rollout.context import ChatFormat, EpisodeContext, turn_text
+from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, turn_text
 from ragen_cli.rollout.parse import parse_reply
 from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
 
@@ -77,7 +77,9 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
 def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     """Append the prompt tokens of `turn`; False (and end the episode) when it would overflow."""
     actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
-    block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn)
+    example = (answer_example(ep.env.valid_actions(), rollout.action_sep, rollout.max_actions_per_turn)
+               if rollout.answer_example else None)
+    block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
     if len(ep.traj.input_ids) + len(ids) + rollout.max_tokens_per_turn > max_context:
         if not ep.traj.input_ids:  # not even the first prompt fits: keep it, nothing trained
