@@ -185,19 +185,50 @@ def test_invalid_action_turn_gets_the_format_penalty(tok):
     assert traj.turns[0].valid == 1 and traj.turn_rewards == [1.0]
 
 
-def test_answer_example_names_the_envs_first_actions_in_the_format_line(tok):
+def test_answer_example_first_names_the_envs_first_actions_in_the_format_line(tok):
     # FrozenLake's actions are Left, Down, Right, Up (gymnasium's ids): with 2 actions per turn the
     # example is "Left || Down"; with 1 it is "Left". Nothing else in the prompt changes.
     replies = ["Down<|im_end|>"]
     for per_turn, example in ((2, "Left || Down"), (1, "Left")):
         rollout = RolloutSpec(max_turns=1, max_actions_per_turn=per_turn, max_tokens_per_turn=12, think=False,
-                              answer_example=True)
+                              answer_example="first")
         backend = ScriptedBackend(tok, replies)
         run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0], 1, rollout, 4096, 0)
         with_example = tok.decode(backend.calls[0][0])
         assert f"Always output: <answer> {example} </answer> with no extra text." in with_example
         plain = ScriptedBackend(tok, replies)
-        run_rollouts(plain, tok, EnvRef(name="frozenlake"), [0], 1, rollout.model_copy(update={"answer_example": False}),
+        run_rollouts(plain, tok, EnvRef(name="frozenlake"), [0], 1, rollout.model_copy(update={"answer_example": "none"}),
                      4096, 0)
         assert tok.decode(plain.calls[0][0]) == with_example.replace(f"<answer> {example} </answer>",
                                                                      "<answer> [your answer] </answer>")
+
+
+def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
+    # "random": each turn's example is 2 names drawn from Left/Down/Right/Up by a generator seeded
+    # with (seed, turn) alone, so it is the same in every copy and every run, and the N copies of
+    # a group still share their turn-1 prompt (one generate call with n=N).
+    import random
+
+    from ragen_cli.rollout.context import answer_example
+
+    rollout = RolloutSpec(max_turns=2, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
+                          answer_example="random")
+    expected = {}
+    for seed in (0, 1, 2, 3):
+        for turn in (1, 2):
+            rng = random.Random(f"answer-example:{seed}:{turn}")
+            expected[seed, turn] = answer_example(["Left", "Down", "Right", "Up"], "||", 2, rng)
+    # Hand check of the drawing rule: two draws with replacement from the list, joined by " || ".
+    rng = random.Random("answer-example:0:1")
+    assert expected[0, 1] == " || ".join(rng.choice(["Left", "Down", "Right", "Up"]) for _ in range(2))
+    assert len(set(expected.values())) > 1  # not a fixed example
+    for seed in (0, 1, 2, 3):
+        # "Hello" names no action: nothing moves, both turns run, and the 3 copies stay identical.
+        backend = ScriptedBackend(tok, ["Hello<|im_end|>"] * 2)
+        run_rollouts(backend, tok, EnvRef(name="frozenlake"), [seed], 3, rollout, 4096, 0)
+        assert len(backend.calls) == 2 and len(backend.calls[0]) == 1  # turn 1: one prompt, n=3
+        turn1 = tok.decode(backend.calls[0][0])
+        assert f"Always output: <answer> {expected[seed, 1]} </answer> with no extra text." in turn1
+        for prompt in backend.calls[1]:
+            turn2 = tok.decode(prompt).rsplit("Turn 2:", 1)[1]
+            assert f"Always output: <answer> {expected[seed, 2]} </answer> with no extra text." in turn2

@@ -25,6 +25,7 @@ rebuilt from the first message plus the last w turns' token segments (`window_pr
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,10 +37,13 @@ ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer blo
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
 
 
-def answer_example(actions: list[str], sep: str, max_actions_per_turn: int) -> str:
-    """An answer made of the env's first action names, as many as a turn allows, at most two
-    (["Left", "Down", ...], "||", 5 -> "Left || Down")."""
-    return f" {sep} ".join(actions[: min(2, max_actions_per_turn)])
+def answer_example(actions: list[str], sep: str, max_actions_per_turn: int, rng: random.Random | None = None) -> str:
+    """An answer of as many action names as a turn allows, at most two: the env's first ones
+    (["Left", "Down", ...], "||", 5 -> "Left || Down"), or drawn uniformly (with replacement) by
+    `rng` when one is given."""
+    k = min(2, max_actions_per_turn)
+    names = [rng.choice(actions) for _ in range(k)] if rng is not None else actions[:k]
+    return f" {sep} ".join(names)
 
 
 def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None) -> str:

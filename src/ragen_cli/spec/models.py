@@ -78,10 +78,12 @@ class RolloutSpec(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold for training rollouts.")
     think: bool = Field(True, description="Ask for `<think>...</think><answer>...</answer>`; false asks for the answer only.")
     action_sep: str = Field("||", min_length=1, description="Separator between actions inside one answer.")
-    answer_example: bool = Field(
-        False, description="Show an answer made of the env's action names in the format line (e.g. "
-        "`<answer> Left || Down </answer>`) instead of the reference's `[your answer]` placeholder, "
-        "which small models copy literally.",
+    answer_example: Literal["none", "first", "random"] = Field(
+        "none", description="What the format line shows as the answer: `none` keeps the reference's "
+        "`[your answer]` placeholder, which small models copy literally; `first` shows the env's first "
+        "action names (e.g. `<answer> Left || Down </answer>`), which a small model also copies, state or "
+        "not; `random` shows action names drawn afresh for each initial state and turn, so copying the "
+        "example is a uniform random policy.",
     )
     format_penalty: float = Field(-0.1, le=0.0, description="Reward added for each turn whose reply does not parse.")
     context_window: int | None = Field(None, ge=1, description="Keep only the last k turns in the prompt; omit to keep all.")
