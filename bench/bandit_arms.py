@@ -15,6 +15,8 @@ import argparse
 import collections
 import json
 
+from base_model import tokenizer_and_engine
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,15 +28,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from ragen_cli.envs.bandit import BanditConfig
-    from ragen_cli.models.builtin import resolve_model
-    from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.driver import timed_rollouts
-    from ragen_cli.rollout.vllm_backend import VLLMBackend
     from ragen_cli.spec.models import EnvRef, RolloutSpec
 
-    model_dir = resolve_model(args.model, "float32")
-    tok = load_tokenizer(model_dir)
-    backend = VLLMBackend(model_dir, "float32", max_model_len=1024, seed=0, kv_cache_gib=2)
+    tok, backend = tokenizer_and_engine(args.model)
     safe_score = BanditConfig().low_arm_score
     seeds = list(range(100, 100 + args.groups))
     for temperature in (float(t) for t in args.temperatures.split(",")):

@@ -213,15 +213,16 @@ def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
 
     rollout = RolloutSpec(max_turns=2, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
                           answer_example="random")
-    expected = {}
-    for seed in (0, 1, 2, 3):
-        for turn in (1, 2):
-            rng = random.Random(f"answer-example:{seed}:{turn}")
-            expected[seed, turn] = answer_example(["Left", "Down", "Right", "Up"], "||", 2, rng)
-    # Hand check of the drawing rule: two draws with replacement from the list, joined by " || ".
+    actions = ["Left", "Down", "Right", "Up"]
+    expected = {(seed, turn): answer_example("random", actions, "||", 2, seed, turn)
+                for seed in (0, 1, 2, 3) for turn in (1, 2)}
+    # Hand check of the drawing rule: two draws with replacement, from a generator seeded by the
+    # text "answer-example:SEED:TURN", joined by " || ".
     rng = random.Random("answer-example:0:1")
-    assert expected[0, 1] == " || ".join(rng.choice(["Left", "Down", "Right", "Up"]) for _ in range(2))
+    assert expected[0, 1] == " || ".join(rng.choice(actions) for _ in range(2))
     assert len(set(expected.values())) > 1  # not a fixed example
+    assert answer_example("first", actions, "||", 2, 0, 1) == "Left || Down"
+    assert answer_example("none", actions, "||", 2, 0, 1) is None
     for seed in (0, 1, 2, 3):
         # "Hello" names no action: nothing moves, both turns run, and the 3 copies stay identical.
         backend = ScriptedBackend(tok, ["Hello<|im_end|>"] * 2)

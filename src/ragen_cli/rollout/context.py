@@ -37,13 +37,19 @@ ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer blo
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
 
 
-def answer_example(actions: list[str], sep: str, max_actions_per_turn: int, rng: random.Random | None = None) -> str:
-    """An answer of as many action names as a turn allows, at most two: the env's first ones
-    (["Left", "Down", ...], "||", 5 -> "Left || Down"), or drawn uniformly (with replacement) by
-    `rng` when one is given."""
+def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn: int, seed: int, turn: int) -> str | None:
+    """The answer the format line shows (spec `rollout.answer_example`): None for `none`; else as
+    many action names as a turn allows, at most two: the env's first ones for `first`
+    (["Left", "Down", ...], "||", 5 -> "Left || Down"), or for `random` drawn uniformly with
+    replacement by a generator seeded with the initial state's seed and the turn only (so a
+    group's N copies share their turn-1 prompt and a run repeats)."""
+    if mode == "none":
+        return None
     k = min(2, max_actions_per_turn)
-    names = [rng.choice(actions) for _ in range(k)] if rng is not None else actions[:k]
-    return f" {sep} ".join(names)
+    if mode == "random":
+        rng = random.Random(f"answer-example:{seed}:{turn}")
+        return f" {sep} ".join(rng.choice(actions) for _ in range(k))
+    return f" {sep} ".join(actions[:k])
 
 
 def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None) -> str:

@@ -21,7 +21,6 @@ Rules (issue 4, REFERENCE.md section 1):
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -78,7 +77,8 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
 def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     """Append the prompt tokens of `turn`; False (and end the episode) when it would overflow."""
     actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
-    example = _example(ep, turn, rollout)
+    example = answer_example(rollout.answer_example, ep.env.valid_actions(), rollout.action_sep,
+                             rollout.max_actions_per_turn, ep.traj.seed, turn)
     block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
     if len(ep.traj.input_ids) + len(ids) + rollout.max_tokens_per_turn > max_context:
@@ -90,15 +90,6 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     ep.ctx.commit_prompt(block, ep.prev_reward, ids)
     ep.traj.append(ids, 0)
     return True
-
-
-def _example(ep: _Episode, turn: int, rollout) -> str | None:
-    """The answer shown in the format line (spec `rollout.answer_example`); a `random` example
-    depends on the initial state and the turn only, so a group's N copies share their turn-1 prompt."""
-    if rollout.answer_example == "none":
-        return None
-    rng = random.Random(f"answer-example:{ep.traj.seed}:{turn}") if rollout.answer_example == "random" else None
-    return answer_example(ep.env.valid_actions(), rollout.action_sep, rollout.max_actions_per_turn, rng)
 
 
 def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:

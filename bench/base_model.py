@@ -1,0 +1,13 @@
+"""The base model behind the sampling benches: its tokenizer and a vLLM engine (fp32, 1024
+tokens, 2 GiB of KV cache), as `ragen train` builds them for rollouts."""
+
+from __future__ import annotations
+
+
+def tokenizer_and_engine(model: str):
+    from ragen_cli.models.builtin import resolve_model
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.vllm_backend import VLLMBackend
+
+    model_dir = resolve_model(model, "float32")
+    return load_tokenizer(model_dir), VLLMBackend(model_dir, "float32", max_model_len=1024, seed=0, kv_cache_gib=2)
