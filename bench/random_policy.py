@@ -1,0 +1,60 @@
+"""Success of a uniform random policy on a shipped spec's validation seeds: the floor a trained
+policy should clear, and what copying a random `answer_example` amounts to.
+
+    .venv/bin/python bench/random_policy.py                     # specs/frozenlake.yaml, specs/sokoban.yaml
+    .venv/bin/python bench/random_policy.py --specs sokoban --moves 6,9 --draws 200
+
+For each spec: its training env and config, its validation seeds (`env.val.seed`, `episodes`
+of them), and for each move budget in `--moves` the mean success over `--draws` random action
+sequences per seed (each move drawn uniformly from the env's actions). Prints one JSON line per
+spec and budget. 6 moves = 3 turns x a 2-name example copied; 9 = 3 turns x 3 actions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+
+def success_rate(name: str, config: dict, seeds: list[int], moves: int, draws: int) -> float:
+    from ragen_cli.envs.registry import make_env
+
+    rnd, wins = random.Random(0), 0
+    env = make_env(name, config)
+    for seed in seeds:
+        for _ in range(draws):
+            env.reset(seed=seed)
+            actions = env.valid_actions()
+            for _ in range(moves):
+                _, _, terminated, truncated, info = env.step(rnd.choice(actions))
+                if terminated or truncated:
+                    break
+            wins += bool(info.get("success", False))
+    return wins / (len(seeds) * draws)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--specs", default="frozenlake,sokoban", help="names of shipped specs (specs/NAME.yaml)")
+    ap.add_argument("--moves", default="6,9", help="comma-separated move budgets")
+    ap.add_argument("--draws", type=int, default=100, help="random action sequences per seed")
+    args = ap.parse_args()
+
+    from ragen_cli.spec.loader import load_spec
+
+    for name in args.specs.split(","):
+        spec = load_spec(SPECS / f"{name}.yaml")
+        ref, val = spec.env.train, spec.env.val
+        seeds = list(range(val.seed, val.seed + val.episodes))
+        for moves in (int(m) for m in args.moves.split(",")):
+            rate = success_rate(ref.name, dict(ref.config), seeds, moves, args.draws)
+            print(json.dumps({"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}",
+                              "moves": moves, "draws_per_seed": args.draws, "success": round(rate, 3)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
