@@ -7,7 +7,10 @@ policy should clear, and what copying a random `answer_example` amounts to.
 For each spec: its training env and config, its validation seeds (`env.val.seed`, `episodes`
 of them), and for each move budget in `--moves` the mean success over `--draws` random action
 sequences per seed (each move drawn uniformly from the env's actions). Prints one JSON line per
-spec and budget. 6 moves = 3 turns x a 2-name example copied; 9 = 3 turns x 3 actions.
+spec and budget (6 moves = 3 turns x a 2-name example copied; 9 = 3 turns x 3 actions), then
+one line for the policy that copies the format line's example every turn (`answer_example`
+random, as the spec's rollout would show it): on these deterministic-per-seed envs that is
+one exact number, the validation success of a model that only copies.
 """
 
 from __future__ import annotations
@@ -37,6 +40,28 @@ def success_rate(name: str, config: dict, seeds: list[int], moves: int, draws: i
     return wins / (len(seeds) * draws)
 
 
+def copy_example_rate(name: str, config: dict, seeds: list[int], rollout) -> float:
+    from ragen_cli.envs.registry import make_env
+    from ragen_cli.rollout.context import answer_example
+
+    env, wins = make_env(name, config), 0
+    for seed in seeds:
+        env.reset(seed=seed)
+        info, done = {}, False
+        for turn in range(1, rollout.max_turns + 1):
+            shown = answer_example("random", env.valid_actions(), rollout.action_sep,
+                                   rollout.max_actions_per_turn, seed, turn)
+            for action in shown.split(f" {rollout.action_sep} "):
+                _, _, terminated, truncated, info = env.step(action)
+                done = terminated or truncated
+                if done:
+                    break
+            if done:
+                break
+        wins += bool(info.get("success", False))
+    return wins / len(seeds)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--specs", default="frozenlake,sokoban", help="names of shipped specs (specs/NAME.yaml)")
@@ -54,6 +79,9 @@ def main() -> None:
             rate = success_rate(ref.name, dict(ref.config), seeds, moves, args.draws)
             print(json.dumps({"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}",
                               "moves": moves, "draws_per_seed": args.draws, "success": round(rate, 3)}), flush=True)
+        rate = copy_example_rate(ref.name, dict(ref.config), seeds, spec.rollout)
+        print(json.dumps({"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}",
+                          "policy": "copy the random answer example", "success": round(rate, 3)}), flush=True)
 
 
 if __name__ == "__main__":
