@@ -37,7 +37,8 @@ ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer blo
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
 
 
-def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn: int, seed: int, turn: int) -> str | None:
+def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn: int, seed: int,
+                   turn: int) -> str | None:
     """The answer the format line shows (spec `rollout.answer_example`): None for `none`; else as
     many action names as a turn allows, at most two: the env's first ones for `first`
     (["Left", "Down", ...], "||", 5 -> "Left || Down"), or for `random` drawn uniformly with

@@ -85,7 +85,7 @@ class RolloutSpec(Section):
         "not; `random` shows action names drawn afresh for each initial state and turn, so copying the "
         "example is a uniform random policy.",
     )
-    format_penalty: float = Field(-0.1, le=0.0, description="Reward added for each turn whose reply does not parse.")
+    format_penalty: float = Field(-0.1, le=0.0, description="Reward added for each turn whose reply does not parse or runs an invalid action.")
     context_window: int | None = Field(None, ge=1, description="Keep only the last k turns in the prompt; omit to keep all.")
     parity_threshold: float = Field(
         0.05, gt=0.0, description="Largest allowed log-prob gap between trainer and rollout engine after a weight sync."
