@@ -15,11 +15,8 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-from pathlib import Path
 
-from base_model import tokenizer_and_engine
-
-SPECS = Path(__file__).resolve().parent.parent / "specs"
+from base_model import shipped_spec, tokenizer_and_engine
 
 
 def main() -> None:
@@ -33,12 +30,11 @@ def main() -> None:
     from ragen_cli.envs.registry import make_env
     from ragen_cli.rollout.context import answer_example
     from ragen_cli.rollout.driver import timed_rollouts
-    from ragen_cli.spec.loader import load_spec
 
     tok, backend = tokenizer_and_engine(args.model)
     seeds = list(range(100, 100 + args.groups))
     for name in args.specs.split(","):
-        spec = load_spec(SPECS / f"{name}.yaml")
+        spec = shipped_spec(name)
         ref, max_context = spec.env.train, spec.model.max_context
         names = make_env(ref.name, dict(ref.config)).valid_actions()
         for mode in ("none", "first", "random"):

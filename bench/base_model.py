@@ -1,7 +1,19 @@
-"""The base model behind the sampling benches: its tokenizer and a vLLM engine (fp32, 1024
-tokens, 2 GiB of KV cache), as `ragen train` builds them for rollouts."""
+"""What the benches share: the shipped specs, and the base model behind the sampling benches
+(its tokenizer and a vLLM engine: fp32, 1024 tokens, 2 GiB of KV cache, as `ragen train`
+builds them for rollouts)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+SPECS = Path(__file__).resolve().parent.parent / "specs"
+
+
+def shipped_spec(name: str):
+    """The validated `RunSpec` of specs/NAME.yaml."""
+    from ragen_cli.spec.loader import load_spec
+
+    return load_spec(SPECS / f"{name}.yaml")
 
 
 def tokenizer_and_engine(model: str):

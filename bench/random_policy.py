@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
-from pathlib import Path
 
-SPECS = Path(__file__).resolve().parent.parent / "specs"
+from base_model import shipped_spec
 
 
 def success_rate(name: str, config: dict, seeds: list[int], moves: int, draws: int) -> float:
@@ -69,10 +68,8 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=100, help="random action sequences per seed")
     args = ap.parse_args()
 
-    from ragen_cli.spec.loader import load_spec
-
     for name in args.specs.split(","):
-        spec = load_spec(SPECS / f"{name}.yaml")
+        spec = shipped_spec(name)
         ref, val = spec.env.train, spec.env.val
         seeds = list(range(val.seed, val.seed + val.episodes))
         for moves in (int(m) for m in args.moves.split(",")):
