@@ -43,3 +43,14 @@ def test_without_spec_uses_the_spec_model_defaults():
         build_plan(None, envs=[], **NONE)
     with pytest.raises(EvalInputError, match="nosuch"):
         build_plan(None, envs=["nosuch"], **NONE)
+
+
+def test_a_fading_answer_example_is_not_shown_in_eval():
+    # rollout.answer_example_steps makes the example a training scaffold: eval (like validation)
+    # measures the policy with the reference's "[your answer]" line; without it eval shows it.
+    from ragen_cli.spec.models import RolloutSpec
+
+    shown = SPEC.model_copy(update={"rollout": RolloutSpec(answer_example="random")})
+    faded = SPEC.model_copy(update={"rollout": RolloutSpec(answer_example="random", answer_example_steps=10)})
+    assert build_plan(shown, envs=[], **NONE).rollout.answer_example == "random"
+    assert build_plan(faded, envs=[], **NONE).rollout.answer_example == "none"

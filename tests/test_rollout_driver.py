@@ -233,3 +233,45 @@ def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
         for prompt in backend.calls[1]:
             turn2 = tok.decode(prompt).rsplit("Turn 2:", 1)[1]
             assert f"Always output: <answer> {expected[seed, 2]} </answer> with no extra text." in turn2
+
+
+def test_example_groups_fade_linearly_then_stop():
+    # ceil(P x (steps - s + 1) / steps) for s <= steps, then 0; None shows it in every group.
+    from ragen_cli.rollout.context import eval_answer_example, example_groups
+
+    # P=8, steps=10: 8x10/10=8, 8x9/10=7.2->8, 6.4->7, 5.6->6, 4.8->5, 4, 3.2->4, 2.4->3, 1.6->2, 0.8->1
+    assert [example_groups(s, 8, 10) for s in range(1, 13)] == [8, 8, 7, 6, 5, 4, 4, 3, 2, 1, 0, 0]
+    assert [example_groups(s, 4, 2) for s in (1, 2, 3)] == [4, 2, 0]
+    assert example_groups(500, 8, None) == 8
+    assert eval_answer_example("random", None) == "random" and eval_answer_example("random", 10) == "none"
+
+
+def test_only_the_first_shown_groups_see_the_example(tok):
+    # shown=1 of 2 groups: group 0's prompts carry the random example, group 1's the placeholder.
+    from ragen_cli.rollout.context import answer_example
+
+    rollout = RolloutSpec(max_turns=1, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
+                          answer_example="random")
+    backend = ScriptedBackend(tok, ["Hello<|im_end|>"])
+    run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0, 1], 2, rollout, 4096, 0, shown=1)
+    first, second = (tok.decode(p) for p in backend.calls[0])
+    example = answer_example("random", ["Left", "Down", "Right", "Up"], "||", 2, 0, 1)
+    assert f"Always output: <answer> {example} </answer> with no extra text." in first
+    assert "Always output: <answer> [your answer] </answer> with no extra text." in second
+
+
+def test_validation_shows_the_example_unless_it_fades(tok):
+    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.spec.models import EnvSpec, ModelSpec, RunSpec, TrainEnvSpec, ValSpec
+    from ragen_cli.train.validate import run_validation
+
+    rollout = RolloutSpec(max_turns=1, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
+                          answer_example="random")
+    spec = RunSpec(name="x", model=ModelSpec(name="tiny-random"), rollout=rollout,
+                   env=EnvSpec(train=TrainEnvSpec(name="frozenlake"), val=ValSpec(episodes=1, seed=4)))
+    example = answer_example("random", ["Left", "Down", "Right", "Up"], "||", 2, 4, 1)
+    for steps, shown in ((None, f"<answer> {example} </answer>"), (10, "<answer> [your answer] </answer>")):
+        backend = ScriptedBackend(tok, ["Hello<|im_end|>"])
+        faded = spec.model_copy(update={"rollout": rollout.model_copy(update={"answer_example_steps": steps})})
+        run_validation(backend, tok, faded)
+        assert f"Always output: {shown} with no extra text." in tok.decode(backend.calls[0][0])

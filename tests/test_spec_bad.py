@@ -73,6 +73,7 @@ CASES = [
     ("cross-mini-multiple", BASE.replace("  micro_batch: 4\n", "  micro_batch: 4\n  mini_batch: 6\n"), [], "16", "train.mini_batch", "not a multiple of micro_batch x world size = 4 x 1 = 4"),
     ("cross-mini-divides-kept", BASE.replace("  micro_batch: 4\n", "  micro_batch: 4\n  mini_batch: 12\n"), [], "16", "train.mini_batch", "do not split into mini batches of 12"),
     ("cross-context", BASE.replace("max_turns: 1", "max_turns: 5"), [], "12", "rollout.max_tokens_per_turn", "5 turns x 128 tokens + 512 prompt allowance = 1152 tokens, more than model.max_context 1024"),
+    ("cross-fade-needs-example", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  answer_example_steps: 5\n"), [], "12", "rollout.answer_example_steps", "rollout.answer_example is none: set it to first or random"),
     ("cross-bi-level-needs-turn-rewards", spec_with(algorithm="bi_level_gae: true\n"), [], "17", "algorithm.bi_level_gae", "needs algorithm.turn_rewards: true"),
     ("cross-bi-level-needs-gae", spec_with(algorithm="bi_level_gae: true\nturn_rewards: true\nadv_estimator: grpo\n"), [], "17", "algorithm.bi_level_gae", "needs adv_estimator 'gae'"),
     ("cross-offload-stage0", spec_with(deepspeed="offload: cpu\n"), [], "17", "deepspeed.offload", "needs zero_stage 1, 2 or 3"),

@@ -20,6 +20,7 @@ from ragen_cli.eval.checkpoint import EvalInputError, Policy
 from ragen_cli.eval.manifest import build_manifest
 from ragen_cli.eval.report import EnvSummary, paired_successes, summarize
 from ragen_cli.eval.stats import PairedComparison, compare_paired
+from ragen_cli.rollout.context import eval_answer_example
 from ragen_cli.spec.models import EnvRef, EnvSpec, RolloutSpec, RunSpec, TrainEnvSpec
 
 
@@ -63,9 +64,11 @@ def build_plan(spec: RunSpec | None, *, envs: list[str], episodes: int | None, s
     if problems:
         raise EvalInputError("; ".join(problems))
     temp = 0.0 if greedy else (val.temperature if temperature is None else temperature)
-    rollout = spec.rollout.model_copy(update={
-        "temperature": temp, "max_turns": max_turns or spec.rollout.max_turns,
-        "max_tokens_per_turn": max_tokens or spec.rollout.max_tokens_per_turn})
+    r = spec.rollout
+    rollout = r.model_copy(update={
+        "temperature": temp, "max_turns": max_turns or r.max_turns,
+        "max_tokens_per_turn": max_tokens or r.max_tokens_per_turn,
+        "answer_example": eval_answer_example(r.answer_example, r.answer_example_steps)})
     no_lora = spec.model.model_copy(update={"lora": None})  # LoRA checkpoints are merged first
     first = val.seed if seed is None else seed
     count = val.episodes if episodes is None else episodes

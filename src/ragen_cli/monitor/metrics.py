@@ -77,6 +77,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("episode/turns", "turns", "Mean model turns per episode."),
     ("episode/actions", "actions", "Mean actions executed per episode."),
     ("episode/valid_action_ratio", "fraction", "Share of executed actions the env accepted as valid."),
+    ("episode/example_frac", "fraction", "Share of the step's groups whose prompts showed the answer example (1 unless rollout.answer_example_steps fades it)."),
     ("episode/effective_action_ratio", "fraction", "Share of executed actions that changed the env state."),
     ("episode/format_error_ratio", "fraction", "Share of turns whose reply did not parse (format penalty applied)."),
     ("episode/truncated", "count", "Episodes truncated by the context length or the turn/action budget."),

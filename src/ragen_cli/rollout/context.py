@@ -25,6 +25,7 @@ rebuilt from the first message plus the last w turns' token segments (`window_pr
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,6 +52,23 @@ def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn
         rng = random.Random(f"answer-example:{seed}:{turn}")
         return f" {sep} ".join(rng.choice(actions) for _ in range(k))
     return f" {sep} ".join(actions[:k])
+
+
+def example_groups(step: int, groups: int, fade_steps: int | None) -> int:
+    """How many of training step `step`'s groups (the first ones, 1-based step) show the answer
+    example (spec `rollout.answer_example_steps`): all when it is None; else ceil(P x (1 -
+    (s-1)/steps)) while s <= steps, then 0. E.g. P=8, steps=10: 8, 8, 7, 6, 5, 4, 4, 3, 2, 1, 0..."""
+    if fade_steps is None:
+        return groups
+    if step > fade_steps:
+        return 0
+    return math.ceil(groups * (fade_steps - step + 1) / fade_steps)
+
+
+def eval_answer_example(mode: str, fade_steps: int | None) -> str:
+    """The answer example validation and `ragen eval` show: none when it is a fading training
+    scaffold (`rollout.answer_example_steps` set), else the spec's `rollout.answer_example`."""
+    return mode if fade_steps is None else "none"
 
 
 def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None) -> str:

@@ -39,13 +39,15 @@ class _Episode:
     done: bool = False
     terminated: bool = False  # the env reached a terminal state (not a budget cut)
     prev_reward: float | None = None
+    example: str = "none"  # rollout.answer_example for this episode's group
 
 
 def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int, rollout,
-                 max_context: int, sample_seed: int) -> list[Trajectory]:
+                 max_context: int, sample_seed: int, shown: int | None = None) -> list[Trajectory]:
     """Run len(seeds) x group_size episodes; trajectories come grouped in order (group = index
     into `seeds`). `env_ref` has `.name` and `.config` (spec `EnvRef`); `rollout` is the spec's
-    `RolloutSpec` (pass a copy with another temperature for validation)."""
+    `RolloutSpec` (pass a copy with another temperature for validation). Only the first `shown`
+    groups (all when None) show `rollout.answer_example`; the rest show `[your answer]`."""
     from ragen_cli.envs.registry import make_env
 
     if group_size < 1 or not seeds:
@@ -58,7 +60,8 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
             obs, info = env.reset(seed=seed)
             ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
             traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
-            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs))
+            example = rollout.answer_example if shown is None or group < shown else "none"
+            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example))
     for turn in range(1, rollout.max_turns + 1):
         live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
         if not live:
@@ -77,7 +80,7 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
 def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     """Append the prompt tokens of `turn`; False (and end the episode) when it would overflow."""
     actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
-    example = answer_example(rollout.answer_example, ep.env.valid_actions(), rollout.action_sep,
+    example = answer_example(ep.example, ep.env.valid_actions(), rollout.action_sep,
                              rollout.max_actions_per_turn, ep.traj.seed, turn)
     block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)

@@ -58,6 +58,18 @@ def check_context(spec: RunSpec) -> Found:
     )]
 
 
+def check_answer_example(spec: RunSpec) -> Found:
+    """A fading example needs an example to fade."""
+    r = spec.rollout
+    if r.answer_example_steps is None or r.answer_example != "none":
+        return []
+    return [(
+        "rollout.answer_example_steps",
+        "fades the answer example out, but rollout.answer_example is none: set it to first or random, "
+        "or remove answer_example_steps",
+    )]
+
+
 def check_algorithm(spec: RunSpec) -> Found:
     a = spec.algorithm
     out: Found = []
@@ -149,7 +161,7 @@ RULES = (
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
 
-CHECKS = (check_sizes, check_context, check_algorithm, check_deepspeed, check_loggers, check_refs)
+CHECKS = (check_sizes, check_context, check_answer_example, check_algorithm, check_deepspeed, check_loggers, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:

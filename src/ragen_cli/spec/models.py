@@ -85,6 +85,12 @@ class RolloutSpec(Section):
         "not; `random` shows action names drawn afresh for each initial state and turn, so copying the "
         "example is a uniform random policy.",
     )
+    answer_example_steps: int | None = Field(
+        None, ge=1, description="Make the answer example a training scaffold that fades out: in training step "
+        "s <= this many it shows in the first ceil(P x (1 - (s-1)/steps)) of the P groups (all in step 1), later "
+        "steps and every validation show `[your answer]`, so validation measures the policy without it. Omit "
+        "to show the example everywhere, validation included.",
+    )
     format_penalty: float = Field(-0.1, le=0.0, description="Reward added for each turn whose reply does not parse or runs an invalid action.")
     context_window: int | None = Field(None, ge=1, description="Keep only the last k turns in the prompt; omit to keep all.")
     parity_threshold: float = Field(

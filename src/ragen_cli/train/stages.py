@@ -27,13 +27,17 @@ def sample_seed(train_seed: int, step: int, rank: int = 0) -> int:
 def gather_rollouts(run, seeds: list[int], step: int):
     """Every process rolls out its share of the groups; all processes get all trajectories,
     grouped in seed order (group = index into `seeds`)."""
+    from ragen_cli.rollout.context import example_groups
     from ragen_cli.rollout.driver import timed_rollouts
 
     spec = run.spec
     mine = list(range(run.rank, len(seeds), run.world))
+    shown = example_groups(step, len(seeds), spec.rollout.answer_example_steps)
     trajs, stats = timed_rollouts(run.backend, run.tokenizer, spec.env.train, [seeds[g] for g in mine],
                                   spec.env.train.group_size, spec.rollout, spec.model.max_context,
-                                  sample_seed(spec.train.seed, step, run.rank))
+                                  sample_seed(spec.train.seed, step, run.rank),
+                                  shown=sum(g < shown for g in mine))
+    stats["episode/example_frac"] = shown / len(seeds)
     for t in trajs:
         t.group = mine[t.group]
     if run.world > 1:

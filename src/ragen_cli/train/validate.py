@@ -26,10 +26,13 @@ def should_validate(spec, step: int) -> bool:
 
 def run_validation(backend, tokenizer, spec) -> tuple[dict[str, float], list]:
     """(metrics, trajectories) of one validation pass."""
+    from ragen_cli.rollout.context import eval_answer_example
     from ragen_cli.rollout.driver import run_rollouts
 
     val = spec.env.val
-    rollout = spec.rollout.model_copy(update={"temperature": val.temperature})
+    r = spec.rollout
+    rollout = r.model_copy(update={"temperature": val.temperature,
+                                   "answer_example": eval_answer_example(r.answer_example, r.answer_example_steps)})
     seeds = list(range(val.seed, val.seed + val.episodes))
     start = time.perf_counter()
     metrics: dict[str, float] = {}
