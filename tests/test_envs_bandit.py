@@ -77,7 +77,7 @@ def test_same_seed_same_episode_and_payout_rate():
 
 def test_config_errors_name_valid_keys_and_types():
     problems = check_env("bandit", {"foo": 1, "high_arm_prob": "high"})
-    assert any("unknown key 'foo'" in p and "valid keys: arm_names, high_arm_prob" in p for p in problems)
+    assert any("unknown key 'foo'" in p and "valid keys: action_match, arm_names, high_arm_prob" in p for p in problems)
     assert any("'high_arm_prob' must be float" in p for p in problems)
     assert check_env("bandit", {"high_arm_prob": 1.5}) == ["env 'bandit': high_arm_prob must be in [0, 1], got 1.5"]
     assert check_env("bandit", {"arm_names": ["A", "a"]}) == ["env 'bandit': arm_names must differ, got ('A', 'a')"]

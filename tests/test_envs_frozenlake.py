@@ -16,8 +16,20 @@ def test_seed0_first_observation_and_goal():
     assert info["map"] == ["FFHF", "FFFF", "SGFH", "FFFF"]
     obs, r, term, trunc, info = env.step("Left")  # edge: gymnasium keeps the player in place
     assert (obs, r, term, info["action_is_valid"], info["action_is_effective"]) == (SEED0, 0.0, False, True, False)
-    obs, r, term, trunc, info = env.step("I move right.")  # a sentence naming one action is that action
+    # action_match exact (the default here): a sentence is no action, even one naming a single one
+    obs, r, term, trunc, info = env.step("I move right.")
+    assert (obs, r, term, info["action_is_valid"]) == (SEED0, 0.0, False, False)
+    obs, r, term, trunc, info = env.step(" RIGHT ")
     assert (obs, r, term, trunc, info["success"]) == ("__O_\n____\n_√_O\n____", 1.0, True, False, True)
+
+
+def test_action_match_word_takes_a_sentence_naming_one_action():
+    env = make_env("frozenlake", {"is_slippery": False, "action_match": "word"})
+    env.reset(seed=0)
+    assert env.step("You have 9 actions left.")[4]["action_is_valid"]  # Left, as prose: why exact is the default
+    assert env.step("I move right.")[4]["success"]
+    with pytest.raises(ValueError, match="action_match must be one of exact, word, got 'loose'"):
+        make_env("frozenlake", {"action_match": "loose"})
 
 
 def test_hole_ends_episode_without_reward():

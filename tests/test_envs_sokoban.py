@@ -19,7 +19,8 @@ def test_seed0_first_observation_and_scripted_solution():
     assert (obs, r, term, info["action_is_valid"], info["action_is_effective"]) == (SEED0, -0.1, False, True, False)
     assert env.step(" left")[1] == pytest.approx(-0.1)        # player (3,2)
     assert env.step("DOWN")[1] == pytest.approx(-0.1)         # player (4,2)
-    obs, r, term, trunc, info = env.step("Move right!")       # push box (4,3) -> target (4,4); one action named
+    assert env.step("Move right!")[4]["action_is_valid"] is False  # action_match exact: a sentence is no action
+    obs, r, term, trunc, info = env.step("Right")             # push box (4,3) -> target (4,4)
     assert r == pytest.approx(-0.1 + 1.0 + 10.0)              # step + box on target + solved
     assert (term, trunc, info["success"]) == (True, False, True)
     assert obs == "######\n######\n######\n#____#\n##_P√#\n######"

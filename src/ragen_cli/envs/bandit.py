@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, named_action, normalise_action
+from ragen_cli.envs.base import TextEnv, check_action_match, named_action, normalise_action
 
 INSTRUCTION = """You are playing a bandit game. Goal: Maximize your total reward by choosing which arm to pull.
 Game Rules:
@@ -35,8 +35,12 @@ class BanditConfig:
     """(safe arm name, risky arm name)."""
     max_actions: int = 1
     """Actions per episode (one pull)."""
+    action_match: str = "word"
+    """How an answer names an arm: `word` (the name alone, or a text naming exactly one arm as a
+    whole word, "I pull Dragon.") or `exact` (the name alone, any case)."""
 
     def __post_init__(self):
+        check_action_match(self.action_match)
         if not 0.0 <= self.high_arm_prob <= 1.0:
             raise ValueError(f"high_arm_prob must be in [0, 1], got {self.high_arm_prob}")
         names = tuple(self.arm_names)
@@ -69,7 +73,7 @@ class BanditEnv(TextEnv):
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
         safe, risky = self.config.arm_names
-        arm = named_action(action, (safe, risky))
+        arm = named_action(action, (safe, risky), self.config.action_match)
         if arm is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         if arm == safe:

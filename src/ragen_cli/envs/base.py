@@ -181,14 +181,24 @@ def normalise_action(action: str) -> str:
     return " ".join(action.split()).lower()
 
 
-def named_action(action: str, names: typing.Sequence[str]) -> str | None:
-    """The action an answer names: the name itself (any case, spacing), or text that names
-    exactly one of `names` as a whole word ("I move Left." -> "Left"). Text naming two actions,
-    or none, names none (invalid). Small models wrap the name in words; the reference code only
-    takes the bare name, which gives a 135M model almost no valid actions (docs/training.md)."""
+ACTION_MATCHES = ("exact", "word")
+
+
+def check_action_match(value: str) -> None:
+    """Reject an unknown `action_match` env config value."""
+    if value not in ACTION_MATCHES:
+        raise ValueError(f"action_match must be one of {', '.join(ACTION_MATCHES)}, got {value!r}")
+
+
+def named_action(action: str, names: typing.Sequence[str], match: str = "word") -> str | None:
+    """The action an answer names (env config `action_match`): with `exact`, the name itself in
+    any case and spacing (the reference code's rule); with `word`, also text that names exactly
+    one of `names` as a whole word ("I move Left." -> "Left"). Text naming two actions, or none,
+    names none (invalid). `word` lets a small model wrap a name in words, but where names are
+    common words it pays prose: "You have 9 actions left." is Left (docs/training.md)."""
     key = normalise_action(action)
     exact = {normalise_action(name): name for name in names}.get(key)
-    if exact is not None:
+    if exact is not None or match == "exact":
         return exact
     text = str(action).lower()
     named = [name for name in names if re.search(rf"\b{re.escape(name.lower())}\b", text)]

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-from ragen_cli.envs.base import TextEnv, named_action
+from ragen_cli.envs.base import TextEnv, check_action_match, named_action
 
 ACTION_NAMES = ("Left", "Down", "Right", "Up")  # gymnasium's action ids 0..3
 _ACTION_IDS = {name.lower(): i for i, name in enumerate(ACTION_NAMES)}
@@ -38,8 +38,13 @@ class FrozenLakeConfig:
     """Probability of moving in the intended direction when slippery."""
     max_actions: int = 10
     """Actions per episode; the episode is truncated after that many."""
+    action_match: str = "exact"
+    """How an answer names an action: `exact` (the name alone, any case; as the reference) or
+    `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
+    are common words, and "You have 9 actions left." would be Left."""
 
     def __post_init__(self):
+        check_action_match(self.action_match)
         if not 2 <= self.size <= 32:
             raise ValueError(f"size must be in 2..32, got {self.size}")
         if not 0.2 <= self.p <= 1.0:
@@ -104,7 +109,7 @@ class FrozenLakeEnv(TextEnv):
         return {"map": list(self.board)}
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        name = named_action(action, ACTION_NAMES)
+        name = named_action(action, ACTION_NAMES, self.config.action_match)
         a = _ACTION_IDS[name.lower()] if name else None
         if a is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, named_action
+from ragen_cli.envs.base import TextEnv, check_action_match, named_action
 from ragen_cli.envs.sokoban_gen import DIRS, Level, generate_level
 
 ROLES = ("wall", "floor", "target", "box_on_target", "box", "player", "player_on_target")
@@ -30,10 +30,15 @@ class SokobanConfig:
     """Reverse-play depth bound; levels are solvable in <= min(search_depth, max_actions) moves."""
     max_actions: int = 10
     """Actions per episode; the episode is truncated after that many."""
+    action_match: str = "exact"
+    """How an answer names an action: `exact` (the name alone, any case; as the reference) or
+    `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
+    are common words, and "You have 9 actions left." would be Left."""
     symbols: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SYMBOLS))
     """Symbol of each role: wall, floor, target, box_on_target, box, player, player_on_target."""
 
     def __post_init__(self):
+        check_action_match(self.action_match)
         if min(self.dim_x, self.dim_y) < 4:
             raise ValueError(f"dim_x and dim_y must be >= 4, got {self.dim_x}x{self.dim_y}")
         if not 1 <= self.num_boxes <= 4:
@@ -62,7 +67,7 @@ class SokobanEnv(TextEnv):
         return {}
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        name = named_action(action, ACTION_NAMES)
+        name = named_action(action, ACTION_NAMES, self.config.action_match)
         move = DIRS.get(name.lower()) if name else None
         if move is None:
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
