@@ -275,3 +275,25 @@ def test_validation_shows_the_example_unless_it_fades(tok):
         faded = spec.model_copy(update={"rollout": rollout.model_copy(update={"answer_example_steps": steps})})
         run_validation(backend, tok, faded)
         assert f"Always output: {shown} with no extra text." in tok.decode(backend.calls[0][0])
+
+
+def test_answer_example_random_per_rollout_differs_between_a_groups_copies(tok):
+    # "random-per-rollout": the generator is also seeded with the copy's index, so the 3 copies of
+    # seed 0 get their own examples (3 prompts in the turn-1 call, not one with n=3).
+    import random
+
+    from ragen_cli.rollout.context import answer_example
+
+    actions = ["Left", "Down", "Right", "Up"]
+    rng = random.Random("answer-example:0:2:1")  # seed 0, copy 2, turn 1
+    assert answer_example("random-per-rollout", actions, "||", 2, 0, 1, copy=2) == " || ".join(
+        rng.choice(actions) for _ in range(2))
+    expected = [answer_example("random-per-rollout", actions, "||", 2, 0, 1, copy=c) for c in range(3)]
+    assert len(set(expected)) > 1
+    rollout = RolloutSpec(max_turns=1, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
+                          answer_example="random-per-rollout")
+    backend = ScriptedBackend(tok, ["Hello<|im_end|>"])
+    run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0], 3, rollout, 4096, 0)
+    assert len(backend.calls[0]) == len(set(expected))
+    shown = {tok.decode(p).split("Always output: <answer> ")[1].split(" </answer>")[0] for p in backend.calls[0]}
+    assert shown == set(expected)

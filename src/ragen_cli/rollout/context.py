@@ -39,17 +39,19 @@ _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates mess
 
 
 def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn: int, seed: int,
-                   turn: int) -> str | None:
+                   turn: int, copy: int = 0) -> str | None:
     """The answer the format line shows (spec `rollout.answer_example`): None for `none`; else as
     many action names as a turn allows, at most two: the env's first ones for `first`
-    (["Left", "Down", ...], "||", 5 -> "Left || Down"), or for `random` drawn uniformly with
-    replacement by a generator seeded with the initial state's seed and the turn only (so a
-    group's N copies share their turn-1 prompt and a run repeats)."""
+    (["Left", "Down", ...], "||", 5 -> "Left || Down"), or drawn uniformly with replacement by a
+    generator seeded with the initial state's seed and the turn for `random` (so a group's N
+    copies share their turn-1 prompt and a run repeats), and also with the copy's index in its
+    group for `random-per-rollout` (the N copies see different examples)."""
     if mode == "none":
         return None
     k = min(2, max_actions_per_turn)
-    if mode == "random":
-        rng = random.Random(f"answer-example:{seed}:{turn}")
+    if mode in ("random", "random-per-rollout"):
+        key = f"{seed}:{turn}" if mode == "random" else f"{seed}:{copy}:{turn}"
+        rng = random.Random(f"answer-example:{key}")
         return f" {sep} ".join(rng.choice(actions) for _ in range(k))
     return f" {sep} ".join(actions[:k])
 

@@ -40,6 +40,7 @@ class _Episode:
     terminated: bool = False  # the env reached a terminal state (not a budget cut)
     prev_reward: float | None = None
     example: str = "none"  # rollout.answer_example for this episode's group
+    copy: int = 0  # index among its group's N copies
 
 
 def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int, rollout,
@@ -55,13 +56,13 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
     fmt = ChatFormat(tokenizer, rollout.think)
     episodes = []
     for group, seed in enumerate(seeds):
-        for _ in range(group_size):
+        for copy in range(group_size):
             env = make_env(env_ref.name, dict(env_ref.config))
             obs, info = env.reset(seed=seed)
             ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
             traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
             example = rollout.answer_example if shown is None or group < shown else "none"
-            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example))
+            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example, copy=copy))
     for turn in range(1, rollout.max_turns + 1):
         live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
         if not live:
@@ -81,7 +82,7 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     """Append the prompt tokens of `turn`; False (and end the episode) when it would overflow."""
     actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
     example = answer_example(ep.example, ep.env.valid_actions(), rollout.action_sep,
-                             rollout.max_actions_per_turn, ep.traj.seed, turn)
+                             rollout.max_actions_per_turn, ep.traj.seed, turn, ep.copy)
     block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
     if len(ep.traj.input_ids) + len(ids) + rollout.max_tokens_per_turn > max_context:

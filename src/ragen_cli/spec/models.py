@@ -78,12 +78,13 @@ class RolloutSpec(Section):
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold for training rollouts.")
     think: bool = Field(True, description="Ask for `<think>...</think><answer>...</answer>`; false asks for the answer only.")
     action_sep: str = Field("||", min_length=1, description="Separator between actions inside one answer.")
-    answer_example: Literal["none", "first", "random"] = Field(
+    answer_example: Literal["none", "first", "random", "random-per-rollout"] = Field(
         "none", description="What the format line shows as the answer: `none` keeps the reference's "
         "`[your answer]` placeholder, which small models copy literally; `first` shows the env's first "
         "action names (e.g. `<answer> Left || Down </answer>`), which a small model also copies, state or "
         "not; `random` shows action names drawn afresh for each initial state and turn, so copying the "
-        "example is a uniform random policy.",
+        "example is a uniform random policy; `random-per-rollout` also draws them afresh for each of a group's N "
+        "copies, so copies that copy score differently and GRPO's in-group comparison rates the moves.",
     )
     answer_example_steps: int | None = Field(
         None, ge=1, description="Make the answer example a training scaffold that fades out: in training step "
