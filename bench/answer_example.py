@@ -4,7 +4,7 @@
     .venv/bin/python bench/answer_example.py --specs frozenlake --group-size 32
 
 The prompt, parser, env and rollout settings of each shipped spec, first turn only, on
-`--groups` seeds x `--group-size` samples, once per answer_example mode (none, first, random),
+`--groups` seeds x `--group-size` samples, once per answer_example mode (none, first, random, random-per-rollout),
 whatever the spec itself says. Prints one JSON line per spec and mode: replies that named at
 least one valid action, replies whose actions are exactly the format line's example (copied),
 and the most common answers. Used in docs/training.md to explain the specs' answer_example.
@@ -37,13 +37,14 @@ def main() -> None:
         spec = shipped_spec(name)
         ref, max_context = spec.env.train, spec.model.max_context
         names = make_env(ref.name, dict(ref.config)).valid_actions()
-        for mode in ("none", "first", "random"):
+        for mode in ("none", "first", "random", "random-per-rollout"):
             rollout = spec.rollout.model_copy(update={"max_turns": 1, "answer_example": mode})
             trajs, stats = timed_rollouts(backend, tok, ref, seeds, args.group_size, rollout, max_context, 7)
             valid = sum(t.turns[0].valid > 0 for t in trajs)
             copied = sum(mode != "none" and f" {rollout.action_sep} ".join(a.strip() for a in t.turns[0].actions)
-                         == answer_example(mode, names, rollout.action_sep, rollout.max_actions_per_turn, t.seed, 1)
-                         for t in trajs)
+                         == answer_example(mode, names, rollout.action_sep, rollout.max_actions_per_turn, t.seed, 1,
+                                           copy=i % args.group_size)  # trajectories come grouped in order
+                         for i, t in enumerate(trajs))
             answers = collections.Counter(" || ".join(a.strip()[:16] for a in t.turns[0].actions) for t in trajs)
             print(json.dumps({"spec": name, "answer_example": mode, "samples": len(trajs), "valid": valid,
                               "copied_example": copied, "top": answers.most_common(3),
