@@ -8,10 +8,11 @@ For each spec: its training env and config, its validation seeds (`env.val.seed`
 of them), and for each move budget in `--moves` the mean success over `--draws` random action
 sequences per seed (each move drawn uniformly from the env's actions). Prints one JSON line per
 spec and budget (6 moves = 3 turns x a 2-name example copied; 9 = 3 turns x 3 actions), then
-one line per move budget for each fixed-action template (every move the same action) on the
-validation seeds and on `--draws` x 20 other seeds, and one line per `answer_example` mode (random, random-per-rollout) for the policy that copies the
-format line's example every turn, as validation shows it: on these deterministic-per-seed envs
-that is one exact number, the validation success of a model that only copies.
+per move budget the fixed-action templates (every move the same action) on the validation
+seeds and on `--draws` x 20 other seeds, and per `answer_example` mode (random,
+random-per-rollout) the policy that copies the format line's example every turn, as
+validation shows it: on these deterministic-per-seed envs that is one exact number, the
+validation success of a model that only copies.
 """
 
 from __future__ import annotations
@@ -23,59 +24,42 @@ import random
 from base_model import shipped_spec
 
 
-def success_rate(name: str, config: dict, seeds: list[int], moves: int, draws: int) -> float:
-    from ragen_cli.envs.registry import make_env
+def solves(env, seed: int, moves) -> bool:
+    """Reset `env` to `seed`, play `moves` (an iterable of action names; it may look at the env)
+    until the episode ends or they run out; True when the env reports success."""
+    env.reset(seed=seed)
+    info = {}
+    for action in moves:
+        _, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    return bool(info.get("success", False))
 
-    rnd, wins = random.Random(0), 0
-    env = make_env(name, config)
-    for seed in seeds:
-        for _ in range(draws):
-            env.reset(seed=seed)
-            actions = env.valid_actions()
-            for _ in range(moves):
-                _, _, terminated, truncated, info = env.step(rnd.choice(actions))
-                if terminated or truncated:
-                    break
-            wins += bool(info.get("success", False))
+
+def success_rate(env, seeds: list[int], moves: int, draws: int) -> float:
+    """Uniform random moves, `draws` sequences per seed."""
+    rnd, actions = random.Random(0), env.valid_actions()
+    wins = sum(solves(env, seed, (rnd.choice(actions) for _ in range(moves))) for seed in seeds for _ in range(draws))
     return wins / (len(seeds) * draws)
 
 
-def fixed_action_rate(name: str, config: dict, seeds: list[int], action: str, moves: int) -> float:
-    """Success of the policy that answers `action` every move (a template, whatever the state)."""
-    from ragen_cli.envs.registry import make_env
-
-    env, wins = make_env(name, config), 0
-    for seed in seeds:
-        env.reset(seed=seed)
-        info = {}
-        for _ in range(moves):
-            _, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-        wins += bool(info.get("success", False))
-    return wins / len(seeds)
+def fixed_action_rate(env, seeds: list[int], action: str, moves: int) -> float:
+    """The policy that answers `action` every move (a template, whatever the state)."""
+    return sum(solves(env, seed, [action] * moves) for seed in seeds) / len(seeds)
 
 
-def copy_example_rate(name: str, config: dict, seeds: list[int], rollout, mode: str) -> float:
-    from ragen_cli.envs.registry import make_env
+def copy_example_rate(env, seeds: list[int], rollout, mode: str) -> float:
+    """The policy that answers each turn with the example the format line shows in validation
+    (one episode per seed, so copy 0)."""
     from ragen_cli.rollout.context import answer_example
 
-    env, wins = make_env(name, config), 0
-    for seed in seeds:
-        env.reset(seed=seed)
-        info, done = {}, False
+    def copied(seed):
         for turn in range(1, rollout.max_turns + 1):
-            shown = answer_example(mode, env.valid_actions(), rollout.action_sep,
-                                   rollout.max_actions_per_turn, seed, turn)  # validation: copy 0
-            for action in shown.split(f" {rollout.action_sep} "):
-                _, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-                if done:
-                    break
-            if done:
-                break
-        wins += bool(info.get("success", False))
-    return wins / len(seeds)
+            shown = answer_example(mode, env.valid_actions(), rollout.action_sep, rollout.max_actions_per_turn,
+                                   seed, turn)
+            yield from shown.split(f" {rollout.action_sep} ")
+
+    return sum(solves(env, seed, copied(seed)) for seed in seeds) / len(seeds)
 
 
 def main() -> None:
@@ -90,21 +74,22 @@ def main() -> None:
     for name in args.specs.split(","):
         spec = shipped_spec(name)
         ref, val = spec.env.train, spec.env.val
+        env = make_env(ref.name, dict(ref.config))
         seeds = list(range(val.seed, val.seed + val.episodes))
+        others = list(range(10_000, 10_000 + args.draws * 20))
+        head = {"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}"}
         for moves in (int(m) for m in args.moves.split(",")):
-            rate = success_rate(ref.name, dict(ref.config), seeds, moves, args.draws)
-            print(json.dumps({"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}",
-                              "moves": moves, "draws_per_seed": args.draws, "success": round(rate, 3)}), flush=True)
-        names = make_env(ref.name, dict(ref.config)).valid_actions()
+            rate = success_rate(env, seeds, moves, args.draws)
+            print(json.dumps({**head, "moves": moves, "draws_per_seed": args.draws, "success": round(rate, 3)}), flush=True)
         for moves in (int(m) for m in args.moves.split(",")):
-            for pool, label in ((seeds, "val_seeds"), (list(range(10_000, 10_000 + args.draws * 20)), "other seeds")):
-                rates = {a: round(fixed_action_rate(ref.name, dict(ref.config), pool, a, moves), 3) for a in names}
-                print(json.dumps({"spec": name, "env": ref.name, "policy": "the same action every move",
-                                  "moves": moves, label: len(pool), "success": rates}), flush=True)
+            for pool, label in ((seeds, "on val seeds"), (others, f"on {len(others)} other seeds")):
+                rates = {a: round(fixed_action_rate(env, pool, a, moves), 3) for a in env.valid_actions()}
+                print(json.dumps({**head, "policy": f"the same action every move, {label}", "moves": moves,
+                                  "success": rates}), flush=True)
         for mode in ("random", "random-per-rollout"):
-            rate = copy_example_rate(ref.name, dict(ref.config), seeds, spec.rollout, mode)
-            print(json.dumps({"spec": name, "env": ref.name, "val_seeds": f"{seeds[0]}..{seeds[-1]}",
-                              "policy": f"copy the answer example ({mode})", "success": round(rate, 3)}), flush=True)
+            rate = copy_example_rate(env, seeds, spec.rollout, mode)
+            print(json.dumps({**head, "policy": f"copy the answer example ({mode})", "success": round(rate, 3)}),
+                  flush=True)
 
 
 if __name__ == "__main__":

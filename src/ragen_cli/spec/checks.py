@@ -65,8 +65,8 @@ def check_answer_example(spec: RunSpec) -> Found:
         return []
     return [(
         "rollout.answer_example_steps",
-        "fades the answer example out, but rollout.answer_example is none: set it to first or random, "
-        "or remove answer_example_steps",
+        "fades the answer example out, but rollout.answer_example is none: set it to first or random "
+        "(or random-per-rollout), or remove answer_example_steps",
     )]
 
 
