@@ -12,7 +12,12 @@ per move budget the fixed-action templates (every move the same action) on the v
 seeds and on `--draws` x 20 other seeds, and per `answer_example` mode (random,
 random-per-rollout) the policy that copies the format line's example every turn, as
 validation shows it: on these deterministic-per-seed envs that is one exact number, the
-validation success of a model that only copies.
+validation success of a model that only copies. Last, the policy that reads the env's
+`describe` sentence (forced on; it changes no dynamics) and answers with the moves it names:
+FrozenLake, the goal's offset with a move into a hole put last; Sokoban, the box's offset from
+the player and then the way the box must go (walk into the box, then push). Each turn it reads
+the sentence again and plays up to `rollout.max_actions_per_turn` of those moves: what a model
+that maps these words to moves, and does nothing else, scores.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 
 from base_model import shipped_spec
 
@@ -62,6 +68,36 @@ def copy_example_rate(env, seeds: list[int], rollout, mode: str) -> float:
     return sum(solves(env, seed, copied(seed)) for seed in seeds) / len(seeds)
 
 
+def named_moves(words: str) -> list[str]:
+    """"2 Down and 1 Right" -> ["Down", "Down", "Right"]."""
+    return [name for count, name in re.findall(r"(\d+) (Up|Down|Left|Right)\b", words) for _ in range(int(count))]
+
+
+def words_turn(env_name: str, sentence: str) -> list[str]:
+    """The moves the `describe` sentence names (module docstring); [] when it names none."""
+    if env_name == "frozenlake":
+        match = re.match(r"The goal is (.*?) of you\. (.*)\.$", sentence)
+        if not match:
+            return []
+        around = dict(part.split(": ") for part in match.group(2).split(", "))
+        return sorted(named_moves(match.group(1)), key=lambda move: around[move] == "hole")
+    match = re.match(r"(?:The box|Box 1) is (.*?) of you; it must go (.*?)\.", sentence)
+    return named_moves(match.group(1)) + named_moves(match.group(2)) if match else []
+
+
+def reads_words_rate(env_name: str, config: dict, seeds: list[int], rollout) -> float:
+    """The policy that plays what the `describe` sentence names, re-read every turn."""
+    from ragen_cli.envs.registry import make_env
+
+    env = make_env(env_name, {**config, "describe": True})
+
+    def moves():
+        for _ in range(rollout.max_turns):
+            yield from words_turn(env_name, env.render().splitlines()[-1])[:rollout.max_actions_per_turn] or ["Up"]
+
+    return sum(solves(env, seed, moves()) for seed in seeds) / len(seeds)
+
+
 def main() -> None:
     from ragen_cli.envs.registry import make_env
 
@@ -90,6 +126,10 @@ def main() -> None:
             rate = copy_example_rate(env, seeds, spec.rollout, mode)
             print(json.dumps({**head, "policy": f"copy the answer example ({mode})", "success": round(rate, 3)}),
                   flush=True)
+        for pool, label in ((seeds, "on val seeds"), (others, f"on {len(others)} other seeds")):
+            rate = reads_words_rate(ref.name, dict(ref.config), pool, spec.rollout)
+            print(json.dumps({**head, "policy": f"play the moves the describe sentence names, {label}",
+                              "success": round(rate, 3)}), flush=True)
 
 
 if __name__ == "__main__":

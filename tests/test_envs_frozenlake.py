@@ -104,3 +104,25 @@ def test_slippery_transition_frequencies():
     tol = 4 * np.sqrt(2 / 9 / n)
     for k, v in counts.items():
         assert v / n == pytest.approx(1 / 3, abs=tol), (k, v, n)
+
+
+def test_offset_words_names_moves():
+    from ragen_cli.envs.base import offset_words
+    assert offset_words(2, -1) == "2 Down and 1 Left"
+    assert (offset_words(0, 1), offset_words(-3, 0), offset_words(0, 0)) == ("1 Right", "3 Up", "0 steps")
+
+
+def test_describe_names_goal_offset_and_neighbours():
+    from ragen_cli.envs.frozenlake import describe
+    board = ["SFH", "FFF", "HFG"]  # goal (2,2), holes (0,2) and (2,0); the start is ice
+    assert describe(board, 0) == "The goal is 2 Down and 2 Right of you. Left: edge, Down: ice, Right: ice, Up: edge."
+    assert describe(board, 1) == "The goal is 2 Down and 1 Right of you. Left: ice, Down: ice, Right: hole, Up: edge."
+    assert describe(board, 5) == "The goal is 1 Down of you. Left: ice, Down: goal, Right: edge, Up: hole."
+    assert (describe(board, 6), describe(board, 8)) == ("You fell into a hole.", "You are on the goal.")
+
+
+def test_describe_option_appends_the_words_to_each_observation():
+    env = make_env("frozenlake", {"is_slippery": False, "describe": True})
+    obs, _ = env.reset(seed=0)  # SEED0: player (2,0), goal (2,1)
+    assert obs == SEED0 + "\nThe goal is 1 Right of you. Left: edge, Down: ice, Right: goal, Up: ice."
+    assert env.step("Right")[0] == "__O_\n____\n_√_O\n____\nYou are on the goal."

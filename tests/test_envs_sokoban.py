@@ -102,3 +102,27 @@ def test_solver_finds_the_hand_solution_and_reports_unsolvable():
     assert solve(env.level, 2) is None
     stuck = Level(6, 4, frozenset({(1, 1), (1, 2), (1, 3), (1, 4)}), frozenset({(1, 4)}), frozenset({(1, 1)}), (1, 2))
     assert solve(stuck, 20) is None  # box in a corner, target on the other side
+
+
+def test_describe_names_box_offsets_push_direction_and_neighbours():
+    from ragen_cli.envs.sokoban import describe
+    floor = frozenset((r, c) for r in range(1, 4) for c in range(1, 4))  # 5x5 room, 3x3 floor
+    level = Level(5, 5, floor, frozenset({(1, 3)}), frozenset({(2, 2)}), (3, 2))
+    # box (2,2) is 1 Up of the player (3,2); target (1,3) is 1 Up and 1 Right of the box; below the player is wall
+    assert describe(level, (3, 2), {(2, 2)}) == (
+        "The box is 1 Up of you; it must go 1 Up and 1 Right. Up: box, Down: wall, Left: floor, Right: floor.")
+    two = Level(5, 5, floor, frozenset({(1, 1), (1, 3)}), frozenset({(2, 1), (3, 3)}), (2, 2))
+    assert describe(two, (2, 2), {(2, 1), (3, 3)}) == (
+        "Box 1 is 1 Left of you; it must go 1 Up. Box 2 is 1 Down and 1 Right of you; it must go 2 Up. "
+        "Up: floor, Down: floor, Left: box, Right: floor.")
+    assert describe(two, (2, 2), {(1, 1), (1, 3)}) == "Every box is on a target."
+
+
+def test_describe_option_on_seed0():
+    env = make_env("sokoban", {"describe": True})
+    obs, _ = env.reset(seed=0)  # player (3,3), box (4,3), target (4,4): walk round and push Right
+    assert obs.splitlines()[-1] == ("The box is 1 Down of you; it must go 1 Right. "
+                                    "Up: wall, Down: box, Left: floor, Right: floor.")
+    for action in ["Left", "Down", "Right"]:
+        obs = env.step(action)[0]
+    assert obs.splitlines()[-1] == "Every box is on a target."

@@ -181,6 +181,14 @@ def normalise_action(action: str) -> str:
     return " ".join(action.split()).lower()
 
 
+def offset_words(d_row: int, d_col: int) -> str:
+    """A grid offset in move names, for the envs' `describe` option: (2, -1) -> "2 Down and 1
+    Left", (0, 1) -> "1 Right", (0, 0) -> "0 steps" (rows grow downwards)."""
+    parts = [f"{abs(d)} {name}" for d, name in ((d_row, "Down" if d_row > 0 else "Up"),
+                                                (d_col, "Right" if d_col > 0 else "Left")) if d]
+    return " and ".join(parts) or "0 steps"
+
+
 ACTION_MATCHES = ("exact", "word")
 
 

@@ -12,16 +12,18 @@ from __future__ import annotations
 import copy
 import functools
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-from ragen_cli.envs.base import TextEnv, check_action_match, named_action
+from ragen_cli.envs.base import TextEnv, check_action_match, named_action, offset_words
 
 ACTION_NAMES = ("Left", "Down", "Right", "Up")  # gymnasium's action ids 0..3
 _ACTION_IDS = {name.lower(): i for i, name in enumerate(ACTION_NAMES)}
+_MOVES = {"Left": (0, -1), "Down": (1, 0), "Right": (0, 1), "Up": (-1, 0)}
 SYMBOLS = {"player": "P", "frozen": "_", "hole": "O", "goal": "G", "player_in_hole": "X",
            "player_on_goal": "√"}
 
@@ -42,6 +44,10 @@ class FrozenLakeConfig:
     """How an answer names an action: `exact` (the name alone, any case; as the reference) or
     `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
     are common words, and "You have 9 actions left." would be Left."""
+    describe: bool = False
+    """Follow the map with the state in words: where the goal is from the player and what each
+    move leads into ("The goal is 2 Down and 1 Right of you. Left: edge, Down: hole, Right: ice,
+    Up: ice."). Off in the reference; a 135M model does not read the map (docs/training.md)."""
 
     def __post_init__(self):
         check_action_match(self.action_match)
@@ -86,6 +92,23 @@ def random_map(size: int, p: float, rng: np.random.Generator) -> list[str]:
         rows = ["".join(row) for row in board]
         if has_path(rows):
             return rows
+
+
+def describe(board: Sequence[str], state: int) -> str:
+    """The state in words (config `describe`): the goal's offset from the player and the tile
+    each move leads into (edge, hole, goal or ice)."""
+    size = len(board)
+    row, col = divmod(state, size)
+    tile = board[row][col]
+    if tile in "HG":
+        return "You fell into a hole." if tile == "H" else "You are on the goal."
+    goal = next(divmod(i, size) for i in range(size * size) if board[i // size][i % size] == "G")
+    around = []
+    for name, (dr, dc) in _MOVES.items():
+        r, c = row + dr, col + dc
+        inside = 0 <= r < size and 0 <= c < size
+        around.append(f"{name}: {'edge' if not inside else {'H': 'hole', 'G': 'goal'}.get(board[r][c], 'ice')}")
+    return f"The goal is {offset_words(goal[0] - row, goal[1] - col)} of you. {', '.join(around)}."
 
 
 @functools.lru_cache(maxsize=512)
@@ -137,6 +160,8 @@ class FrozenLakeEnv(TextEnv):
                 else:
                     row.append(SYMBOLS[{"H": "hole", "G": "goal"}.get(tile, "frozen")])
             rows.append("".join(row))
+        if self.config.describe:
+            rows.append(describe(self.board, self.state))
         return "\n".join(rows)
 
     def instruction(self) -> str:

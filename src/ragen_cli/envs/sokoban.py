@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, check_action_match, named_action
-from ragen_cli.envs.sokoban_gen import DIRS, Level, generate_level
+from ragen_cli.envs.base import TextEnv, check_action_match, named_action, offset_words
+from ragen_cli.envs.sokoban_gen import DIRS, Level, Pos, generate_level
 
 ROLES = ("wall", "floor", "target", "box_on_target", "box", "player", "player_on_target")
 DEFAULT_SYMBOLS = {"wall": "#", "floor": "_", "target": "O", "box_on_target": "√", "box": "X",
@@ -34,6 +34,11 @@ class SokobanConfig:
     """How an answer names an action: `exact` (the name alone, any case; as the reference) or
     `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
     are common words, and "You have 9 actions left." would be Left."""
+    describe: bool = False
+    """Follow the grid with the state in words: each box's offset from the player, the way it
+    must go to the nearest target and what each move leads into ("The box is 1 Up of you; it must
+    go 2 Left. Up: box, Down: wall, Left: floor, Right: floor."). Off in the reference; a 135M
+    model does not read the grid (docs/training.md)."""
     symbols: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SYMBOLS))
     """Symbol of each role: wall, floor, target, box_on_target, box, player, player_on_target."""
 
@@ -51,6 +56,28 @@ class SokobanConfig:
         values = list(symbols.values())
         if any(not isinstance(s, str) or len(s) != 1 for s in values) or len(set(values)) != len(values):
             raise ValueError(f"symbols must be distinct single characters, got {symbols}")
+
+
+def describe(level: Level, player: Pos, boxes: frozenset[Pos] | set[Pos]) -> str:
+    """The state in words (config `describe`): for each box off target its offset from the
+    player and its offset to the nearest target, then the cell each move leads into."""
+    off = sorted(boxes - level.targets)
+    if not off:
+        return "Every box is on a target."
+    sentences = []
+    for i, box in enumerate(off, 1):
+        target = min(level.targets, key=lambda t: (abs(t[0] - box[0]) + abs(t[1] - box[1]), t))
+        name = f"Box {i}" if len(off) > 1 else "The box"
+        sentences.append(f"{name} is {offset_words(box[0] - player[0], box[1] - player[1])} of you; "
+                         f"it must go {offset_words(target[0] - box[0], target[1] - box[1])}.")
+    around = []
+    for name in ACTION_NAMES:
+        dr, dc = DIRS[name.lower()]
+        cell = (player[0] + dr, player[1] + dc)
+        what = ("box" if cell in boxes else "target" if cell in level.targets else "floor"
+                if cell in level.floor else "wall")
+        around.append(f"{name}: {what}")
+    return " ".join(sentences) + f" {', '.join(around)}."
 
 
 class SokobanEnv(TextEnv):
@@ -110,6 +137,8 @@ class SokobanEnv(TextEnv):
                     role = "wall"
                 row.append(sym[role])
             rows.append("".join(row))
+        if self.config.describe:
+            rows.append(describe(lv, self.player, self.boxes))
         return "\n".join(rows)
 
     def instruction(self) -> str:
