@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ragen_cli.envs.frozenlake import has_path, random_map
+from ragen_cli.envs.frozenlake import goal_distance, has_path, random_map
 from ragen_cli.envs.registry import make_env
 
 SEED0 = "__O_\n____\nPG_O\n____"  # player (2,0), goal (2,1), holes (0,2), (2,3)
@@ -39,6 +39,27 @@ def test_hole_ends_episode_without_reward():
         assert env.step(action)[1:3] == (0.0, False)
     obs, r, term, _, info = env.step("Up")  # (0,2) is a hole
     assert (obs.split("\n")[0], r, term, info["success"]) == ("__X_", 0.0, True, False)
+
+
+def test_goal_distance_walks_around_holes():
+    # seed 0's map, goal (2,1); (0,3) must go round the hole at (0,2): 4 moves, the farthest
+    # cell, so the holes count 5
+    assert goal_distance(["FFHF", "FFFF", "SGFH", "FFFF"]) == [3, 2, 5, 4,
+                                                             2, 1, 2, 3,
+                                                             1, 0, 1, 5,
+                                                             2, 1, 2, 3]
+
+
+def test_progress_reward_pays_each_move_its_drop_in_goal_distance():
+    env = make_env("frozenlake", {"is_slippery": False, "progress_reward": 0.1})
+    env.reset(seed=0)  # player (2,0): distance 1
+    rewards = [env.step(a)[1] for a in ["Up", "Right", "Right", "Up"]]  # distances 2, 1, 2, hole (5)
+    assert rewards == pytest.approx([-0.1, 0.1, -0.1, -0.3])
+    assert sum(rewards) == pytest.approx(0.1 * (1 - 5))  # the sum telescopes: start minus end
+    env.reset(seed=0)
+    assert env.step("Right")[1] == pytest.approx(1.0 + 0.1)  # the goal's reward plus one move closer
+    with pytest.raises(ValueError, match="progress_reward must be >= 0"):
+        make_env("frozenlake", {"progress_reward": -0.1})
 
 
 def test_invalid_actions_leave_state_and_truncate_at_budget():

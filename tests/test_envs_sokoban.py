@@ -126,3 +126,17 @@ def test_describe_option_on_seed0():
     for action in ["Left", "Down", "Right"]:
         obs = env.step(action)[0]
     assert obs.splitlines()[-1] == "Every box is on a target."
+
+
+def test_push_distance_and_progress_reward_on_seed0():
+    from ragen_cli.envs.sokoban import push_distance
+    env = make_env("sokoban", {"progress_reward": 0.1})
+    env.reset(seed=0)  # player (3,3), box (4,3), target (4,4): box 1 from target, player next to it
+    assert push_distance(env.level, env.player, env.boxes) == 1 + (1 - 1)
+    rewards = [env.step(a)[1] for a in ["Up", "Left", "Down", "Right"]]
+    # Up hits the wall (distance 1 -> 1); Left walks off (2: the Manhattan estimate does not see
+    # that the way round is the only way); Down comes back beside the box (1); Right pushes it home (0)
+    assert rewards == pytest.approx([-0.1, -0.1 - 0.1, -0.1 + 0.1, -0.1 + 1.0 + 10.0 + 0.1])
+    assert push_distance(env.level, env.player, env.boxes) == 0
+    with pytest.raises(ValueError, match="progress_reward must be >= 0"):
+        make_env("sokoban", {"progress_reward": -1.0})

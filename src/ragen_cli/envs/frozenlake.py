@@ -48,6 +48,13 @@ class FrozenLakeConfig:
     """Follow the map with the state in words: where the goal is from the player and what each
     move leads into ("The goal is 2 Down and 1 Right of you. Left: edge, Down: hole, Right: ice,
     Up: ice."). Off in the reference; a 135M model does not read the map (docs/training.md)."""
+    progress_reward: float = 0.0
+    """Potential-based shaping (Ng, Harada & Russell 1999): each move also earns this times the
+    drop in the walking distance to the goal (`goal_distance`; a hole counts as one move
+    farther than the farthest cell). Over
+    an episode it adds this times (start distance - final distance), so within a GRPO group (one
+    map) it ranks the trajectories that miss the goal by how close they end. 0 (off) in the
+    reference; success is unaffected."""
 
     def __post_init__(self):
         check_action_match(self.action_match)
@@ -61,6 +68,8 @@ class FrozenLakeConfig:
             raise ValueError(f"success_rate must be in [0, 1], got {self.success_rate}")
         if self.max_actions < 1:
             raise ValueError(f"max_actions must be >= 1, got {self.max_actions}")
+        if self.progress_reward < 0:
+            raise ValueError(f"progress_reward must be >= 0, got {self.progress_reward}")
 
 
 def has_path(board: list[str]) -> bool:
@@ -94,6 +103,28 @@ def random_map(size: int, p: float, rng: np.random.Generator) -> list[str]:
             return rows
 
 
+def goal_distance(board: Sequence[str]) -> list[int]:
+    """Per cell (row-major), the fewest moves from it to the goal over non-hole cells; a hole,
+    or a cell the goal cannot be reached from, counts one move farther than the farthest
+    cell that can reach it."""
+    size = len(board)
+    far = size * size
+    dist = [far] * far
+    goal = next(i for i in range(far) if board[i // size][i % size] == "G")
+    dist[goal], queue = 0, deque([goal])
+    while queue:
+        i = queue.popleft()
+        r, c = divmod(i, size)
+        for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nr, nc = r + dr, c + dc
+            j = nr * size + nc
+            if 0 <= nr < size and 0 <= nc < size and board[nr][nc] != "H" and dist[j] == far:
+                dist[j] = dist[i] + 1
+                queue.append(j)
+    farthest = max(d for d in dist if d < far)
+    return [d if d < far else farthest + 1 for d in dist]
+
+
 def describe(board: Sequence[str], state: int) -> str:
     """The state in words (config `describe`): the goal's offset from the player and the tile
     each move leads into (edge, hole, goal or ice)."""
@@ -109,6 +140,11 @@ def describe(board: Sequence[str], state: int) -> str:
         inside = 0 <= r < size and 0 <= c < size
         around.append(f"{name}: {'edge' if not inside else {'H': 'hole', 'G': 'goal'}.get(board[r][c], 'ice')}")
     return f"The goal is {offset_words(goal[0] - row, goal[1] - col)} of you. {', '.join(around)}."
+
+
+@functools.lru_cache(maxsize=512)
+def _goal_distance(board: tuple[str, ...]) -> list[int]:
+    return goal_distance(board)
 
 
 @functools.lru_cache(maxsize=512)
@@ -138,6 +174,9 @@ class FrozenLakeEnv(TextEnv):
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         before = self.state
         self.state, reward, terminated, _, _ = self.gym.step(a)
+        if self.config.progress_reward:
+            dist = _goal_distance(tuple(self.board))
+            reward += self.config.progress_reward * (dist[before] - dist[self.state])
         return float(reward), bool(terminated), {"action_is_valid": True,
                                                   "action_is_effective": self.state != before}
 
