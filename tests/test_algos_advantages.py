@@ -18,6 +18,7 @@ from ragen_cli.algos.advantages import (
     reinforce_loo,
     token_rewards,
     turn_end_mask,
+    turn_grpo,
 )
 from ragen_cli.spec.models import AlgorithmSpec
 
@@ -294,3 +295,58 @@ def test_grpo_std_normalisation_hides_the_payout_of_a_lone_risky_pull():
     a_loss = grpo(loss, group, mask, norm_std=False)[0, 0].item()
     assert (a_win, a_loss) == (pytest.approx(0.7875), pytest.approx(-0.0875))
     assert 0.25 * a_win + 0.75 * a_loss == pytest.approx(0.13125)
+
+
+# ----------------------------------------------------------------------------- turn-level GRPO
+def _turn_batch():
+    """Group 0: A (turns rewarded 0.5, 1.0), B (0, 0), C (one turn, -0.5); group 1: D alone.
+    Each row: turn 1 = tokens 0-1 (end 1), observation at 2, turn 2 = tokens 3-4 (end 4), padding 5."""
+    ends = [[1, 4], [1, 4], [1], [1, 4]]
+    rewards = token_rewards(ends, [[0.5, 1.0], [0.0, 0.0], [-0.5], [1.0, 1.0]], 6, turn_level=True)
+    mask = T_([[1, 1, 0, 1, 1, 0]] * 2 + [[1, 1, 0, 0, 0, 0]] + [[1, 1, 0, 1, 1, 0]]).float()
+    return rewards, turn_end_mask(ends, 6), T_([0, 0, 0, 1]), mask
+
+
+def test_turn_grpo_by_hand():
+    rewards, turn_ends, group, mask = _turn_batch()
+    adv, ret = turn_grpo(rewards, turn_ends, group, mask)
+    # turn 1, group 0: returns 1.5, 0, -0.5; mean 1/3; unbiased var (49 + 4 + 25) / 36 / 2 = 13/12.
+    s1 = (13 / 12) ** 0.5 + 1e-6
+    a1, b1, c1 = (7 / 6) / s1, (-1 / 3) / s1, (-5 / 6) / s1
+    # turn 2, group 0: only A and B have one; returns 1.0, 0; mean 0.5, std sqrt(0.5). C has no turn 2.
+    a2, b2 = 0.5 / (0.5 ** 0.5 + 1e-6), -0.5 / (0.5 ** 0.5 + 1e-6)
+    assert_close(adv, T_([[a1, a1, 0, a2, a2, 0], [b1, b1, 0, b2, b2, 0], [c1, c1, 0, 0, 0, 0], [0.0] * 6]))
+    # group 1 is a group of one: no baseline, advantage 0. Returns: G of each token's turn.
+    assert_close(ret, T_([[1.5, 1.5, 0, 1, 1, 0], [0.0] * 6, [-0.5, -0.5, 0, 0, 0, 0], [2, 2, 0, 1, 1, 0]]))
+    # mean only: the differences themselves.
+    adv_mean, _ = turn_grpo(rewards, turn_ends, group, mask, norm_std=False)
+    assert_close(adv_mean[:3, [0, 3]], T_([[7 / 6, 0.5], [-1 / 3, -0.5], [-5 / 6, 0.0]]))
+
+
+def test_turn_grpo_first_turn_is_episode_grpo():
+    rewards, turn_ends, group, mask = _turn_batch()
+    scores = rewards.sum(1)
+    adv, _ = turn_grpo(rewards, turn_ends, group, mask)
+    assert_close(adv[:, :2], grpo(scores, group, mask)[:, :2])
+
+
+def test_turn_grpo_equal_returns_give_zero_and_bad_layouts_raise():
+    _, turn_ends, group, mask = _turn_batch()
+    same = token_rewards([[1, 4], [1, 4], [1], [1, 4]], [[1.0, 0.0], [1.0, 0.0], [1.0], [0.0, 0.0]], 6, True)
+    adv, _ = turn_grpo(same, turn_ends, group, mask)
+    assert adv.abs().sum() == 0  # turn 1: 1, 1, 1; turn 2: 0, 0: nothing to prefer
+    with pytest.raises(ValueError, match="turn-end"):
+        turn_grpo(torch.ones(4, 6) * mask, turn_ends, group, mask)
+    late = mask.clone()
+    late[0, 5] = 1.0  # a sampled token after row 0's last turn end
+    with pytest.raises(ValueError, match="last turn end"):
+        turn_grpo(torch.zeros(4, 6), turn_ends, group, late)
+
+
+def test_dispatch_grpo_with_turn_rewards_is_turn_level():
+    inp = _inputs()
+    spec = AlgorithmSpec(preset=None, adv_estimator="grpo", turn_rewards=True)
+    adv, ret = ADVANTAGES["grpo"](inp, spec)
+    want, want_ret = turn_grpo(inp.rewards, inp.turn_ends, inp.group, inp.mask)
+    assert_close(adv, want)
+    assert_close(ret, want_ret)

@@ -76,6 +76,7 @@ CASES = [
     ("cross-fade-needs-example", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  answer_example_steps: 5\n"), [], "12", "rollout.answer_example_steps", "rollout.answer_example is none: set it to first or random"),
     ("cross-bi-level-needs-turn-rewards", spec_with(algorithm="bi_level_gae: true\n"), [], "17", "algorithm.bi_level_gae", "needs algorithm.turn_rewards: true"),
     ("cross-bi-level-needs-gae", spec_with(algorithm="bi_level_gae: true\nturn_rewards: true\nadv_estimator: grpo\n"), [], "17", "algorithm.bi_level_gae", "needs adv_estimator 'gae'"),
+    ("cross-turn-rewards-reinforce", spec_with(algorithm="turn_rewards: true\nadv_estimator: reinforce\n"), [], "17", "algorithm.turn_rewards", "not implemented for adv_estimator 'reinforce'"),
     ("cross-offload-stage0", spec_with(deepspeed="offload: cpu\n"), [], "17", "deepspeed.offload", "needs zero_stage 1, 2 or 3"),
     ("cross-fp16-cpu", spec_with(deepspeed="device: cpu\nprecision: fp16\n"), [], "18", "deepspeed.precision", "fp16 does not train on CPU"),
     ("cross-nodes-need-hostfile", spec_with(deepspeed="nodes: 2\n").replace("micro_batch: 4", "micro_batch: 2"), [], "17", "deepspeed.nodes", "2 nodes need deepspeed.hostfile"),

@@ -27,7 +27,7 @@ from .rewards import token_rewards, turn_end_mask
 
 __all__ = [
     "ADVANTAGES", "AdvantageConfig", "AdvantageInputs", "bi_level_gae", "gae", "grpo",
-    "reinforce_loo", "token_rewards", "turn_end_mask",
+    "reinforce_loo", "token_rewards", "turn_end_mask", "turn_grpo",
 ]
 
 
@@ -124,13 +124,8 @@ def bi_level_gae(
     """
     check_same_shape(rewards=rewards, values=values, mask=mask, turn_ends=turn_ends)
     rewards, values, turn_ends = rewards.detach().float(), values.detach().float(), turn_ends.bool()
-    if (turn_ends & ~mask.bool()).any():
-        raise ValueError("every turn end must be a masked-in (sampled) token")
+    _check_turns(mask, turn_ends)
     _check_rewards_on_mask(rewards, turn_ends, "turn-end")
-    last_in = mask.bool() & ~turn_ends
-    after_last_end = torch.cumsum(turn_ends.flip(1).int(), 1).flip(1) == 0
-    if (last_in & after_last_end).any():
-        raise ValueError("masked-in tokens after a row's last turn end: each turn needs its end")
     high_adv = _gae_scan(rewards, values, turn_ends, high_level_gamma, lam)
     low_rewards = torch.where(turn_ends, high_adv + values, 0.0)
     adv = _gae_scan(low_rewards, values, mask, gamma, lam, reset=turn_ends)
@@ -165,6 +160,61 @@ def grpo(
     return torch.where(mask.bool(), adv[:, None], 0.0)
 
 
+def _check_turns(mask: torch.Tensor, turn_ends: torch.Tensor) -> None:
+    """Turn ends are sampled tokens, and every sampled token belongs to a turn that has its end."""
+    if (turn_ends & ~mask.bool()).any():
+        raise ValueError("every turn end must be a masked-in (sampled) token")
+    after_last_end = torch.cumsum(turn_ends.flip(1).int(), 1).flip(1) == 0
+    if (mask.bool() & ~turn_ends & after_last_end).any():
+        raise ValueError("masked-in tokens after a row's last turn end: each turn needs its end")
+
+
+def turn_grpo(
+    rewards: torch.Tensor,
+    turn_ends: torch.Tensor,
+    group: torch.Tensor,
+    mask: torch.Tensor,
+    norm_std: bool = True,
+    eps: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn-level group-relative advantage -> ``(adv[B,T], returns[B,T])``.
+
+    GRPO (Shao et al. 2024, eqn. 3) applied per turn instead of per episode, in the spirit of
+    turn-level credit assignment (Zeng et al. 2025, "Reinforcing Multi-Turn Reasoning in LLM
+    Agents via Turn-Level Credit Assignment"): the sampled tokens of turn ``k`` get
+    ``A_{i,k} = (G_{i,k} - mean_k) / std_k`` with ``G_{i,k} = sum_{j>=k} r_{i,j}`` the return
+    from turn ``k`` on (undiscounted), and ``mean_k``, ``std_k`` over the trajectories of the same
+    group that have a ``k``-th turn. Turn 1 (one shared initial state) gets exactly ``grpo`` of
+    the episode returns; a later turn is judged by what it and the turns after it earned, not
+    by the luck of earlier turns. ``returns`` is ``G`` on every sampled token of its turn.
+
+    Shapes: ``rewards[B,T]`` with turn ``k``'s reward on its end token (``token_rewards(...,
+    turn_level=True)``), ``turn_ends[B,T]`` bool, ``group[B]`` integer ids, ``mask[B,T]``.
+
+    Deviations: past turn 1 the trajectories of a group no longer share a state, so the
+    baseline pools different states (still independent of the trajectory's own later actions);
+    a (group, turn) with one member or equal returns gets advantage exactly 0; std is
+    unbiased plus ``eps``, as ``grpo``; ``norm_std=False`` subtracts the mean only.
+    """
+    check_same_shape(rewards=rewards, turn_ends=turn_ends, mask=mask)
+    if group.shape != (mask.shape[0],):
+        raise ValueError(f"group {tuple(group.shape)} must be [B] for mask {tuple(mask.shape)}")
+    rewards, turn_ends = rewards.detach().float(), turn_ends.bool()
+    _check_turns(mask, turn_ends)
+    _check_rewards_on_mask(rewards, turn_ends, "turn-end")
+    returns = rewards.flip(1).cumsum(1).flip(1)  # from each position to the row's end: G of its turn
+    turn = turn_ends.long().cumsum(1) - turn_ends.long()  # 0-based turn index of each position
+    _, inverse, num_groups = group_index(group)
+    turns = int(turn.max()) + 1 if turn.numel() else 1
+    key = inverse[:, None] * turns + turn  # one bucket per (group, turn)
+    _, mean, std = group_moments(returns[turn_ends], key[turn_ends], num_groups * turns, unbiased=True)
+    adv = returns - mean[key]
+    if norm_std:
+        adv = adv / (std[key] + eps)
+    keep = mask.bool() & (std[key] > 0)
+    return torch.where(keep, adv, 0.0), torch.where(mask.bool(), returns, 0.0)
+
+
 def reinforce_loo(scores: torch.Tensor, group: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """REINFORCE with a leave-one-out baseline -> ``adv[B,T]`` broadcast over masked tokens.
 
@@ -195,6 +245,7 @@ class AdvantageConfig(Protocol):
     bi_level_gae: bool
     high_level_gamma: float
     grpo_norm_std: bool
+    turn_rewards: bool
 
 
 @dataclass(frozen=True)
@@ -261,6 +312,8 @@ def _gae_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Te
 
 
 def _grpo_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    if cfg.turn_rewards:
+        return turn_grpo(inp.rewards, inp.turn_ends, inp.group, inp.mask, cfg.grpo_norm_std)
     return grpo(inp.scores, inp.group, inp.mask, cfg.grpo_norm_std), _outcome_returns(inp)
 
 

@@ -77,6 +77,8 @@ def check_algorithm(spec: RunSpec) -> Found:
         out.append(("algorithm.bi_level_gae", "needs algorithm.turn_rewards: true (bi-level GAE finds turns by their rewards)"))
     if a.bi_level_gae and a.adv_estimator != "gae":
         out.append(("algorithm.bi_level_gae", f"needs adv_estimator 'gae', got '{a.adv_estimator}'"))
+    if a.turn_rewards and a.adv_estimator == "reinforce":
+        out.append(("algorithm.turn_rewards", "is not implemented for adv_estimator 'reinforce'; use grpo or gae"))
     return out
 
 
@@ -152,7 +154,7 @@ RULES = (
     "such a multiple and divides the kept trajectories.",
     "train.warmup_steps is at most the run's optimizer steps (steps x optimizer steps per step).",
     "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context.",
-    "bi_level_gae needs turn_rewards: true and adv_estimator: gae.",
+    "bi_level_gae needs turn_rewards: true and adv_estimator: gae; turn_rewards works with gae and grpo, not reinforce.",
     "offload: cpu needs zero_stage 1-3 and a CUDA device; fp16 does not train on device: cpu. "
     "LoRA is allowed at every ZeRO stage.",
     "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts.",

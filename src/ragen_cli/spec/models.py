@@ -126,7 +126,7 @@ class AlgorithmSpec(Section):
     )
     gamma: float = Field(1.0, ge=0.0, le=1.0, description="Discount factor (GAE gamma).")
     lam: float = Field(1.0, ge=0.0, le=1.0, description="GAE lambda.")
-    turn_rewards: bool = Field(False, description="Place each turn's reward on its last token; false puts the episode return on the final token.")
+    turn_rewards: bool = Field(False, description="Place each turn's reward on its last token; false puts the episode return on the final token. With grpo: turn-level advantages, each turn compared within its group by its return from that turn on.")
     bi_level_gae: bool = Field(False, description="Turn-level GAE across turns, then token-level GAE inside turns (needs turn_rewards).")
     high_level_gamma: float = Field(0.95, ge=0.0, le=1.0, description="Turn-level discount used by bi-level GAE.")
     grpo_norm_std: bool = Field(True, description="GRPO: divide by the group's reward std (false: subtract the mean only).")
