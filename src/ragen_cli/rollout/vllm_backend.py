@@ -78,8 +78,6 @@ class VLLMBackend:
             enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 8192),
             worker_extension_cls=EXTENSION, **extra,
         )
-        # the engine's processes end with this one, even on SIGKILL (vllm_worker_ext.py)
-        self.llm.collective_rpc("ragen_watch_owner", args=(os.getpid(),))
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
 
     # ------------------------------------------------------------------ interface

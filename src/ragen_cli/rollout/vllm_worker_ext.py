@@ -9,23 +9,12 @@ emptied weight parameters through each layer's own `quant_method.create_weights`
 new tensors with the model's `load_weights` (which knows the fused qkv / gate_up layouts), then
 re-runs `process_weights_after_loading` everywhere so the packed copies (linears, and the
 lm_head's packed copy of the embedding) are rebuilt from the new values.
-
-`ragen_watch_owner` ends the engine when the process that created it is gone. vLLM's worker
-follows its engine process (a death pipe), but the engine process does not follow the trainer:
-after a SIGKILL or an OOM kill of the trainer it stayed behind with its memory.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import threading
-import time
-
 WEIGHT_LOADER_V2_SUPPORTED = ("UnquantizedLinearMethod", "CompressedTensorsLinearMethod",
                               "CompressedTensorsLinearTransformMethod")
-OWNER_POLL_S = 1.0  # how often the worker checks that the trainer is alive
-ENGINE_GRACE_S = 10.0  # after SIGTERM to the engine process, the worker exits by itself after this
 
 
 class WeightSyncExtension:
@@ -50,40 +39,6 @@ class WeightSyncExtension:
             if method is not None and hasattr(method, "process_weights_after_loading"):
                 method.process_weights_after_loading(module)
         return len(tensors)
-
-    def ragen_watch_owner(self, owner_pid: int) -> int:
-        """Watch `owner_pid` (the trainer) from a daemon thread of this worker; once it has
-        exited, SIGTERM the engine process above this worker (vLLM's engine core, which then shuts
-        down and takes the worker with it) and, failing that, exit after ENGINE_GRACE_S. Returns
-        the engine process id watched for (this worker's parent)."""
-        import psutil
-
-        owner = psutil.Process(owner_pid)  # is_running() also tells a reused pid apart
-        engine = os.getppid()
-        threading.Thread(target=_end_with, args=(owner, engine), name="ragen-watch-owner", daemon=True).start()
-        return engine
-
-
-def owner_alive(owner) -> bool:
-    """True while the psutil.Process `owner` runs (a zombie, dead but not yet reaped, is gone)."""
-    import psutil
-
-    try:
-        return owner.is_running() and owner.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _end_with(owner, engine: int) -> None:
-    while owner_alive(owner):
-        time.sleep(OWNER_POLL_S)
-    if engine != owner.pid:  # with an in-process executor the worker is the engine process
-        try:
-            os.kill(engine, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        time.sleep(ENGINE_GRACE_S)
-    os._exit(1)
 
 
 def _recreate_weight(module) -> None:
