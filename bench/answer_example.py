@@ -22,7 +22,7 @@ from base_model import shipped_spec, tokenizer_and_engine
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct")
-    ap.add_argument("--specs", default="frozenlake,sokoban", help="names of shipped specs (specs/NAME.yaml)")
+    ap.add_argument("--specs", default="frozenlake,sokoban", help="shipped spec names (specs/NAME.yaml) or spec files (*.yaml), comma-separated")
     ap.add_argument("--groups", type=int, default=8)
     ap.add_argument("--group-size", type=int, default=16)
     args = ap.parse_args()

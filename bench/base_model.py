@@ -10,10 +10,11 @@ SPECS = Path(__file__).resolve().parent.parent / "specs"
 
 
 def shipped_spec(name: str):
-    """The validated `RunSpec` of specs/NAME.yaml."""
+    """The validated `RunSpec` of specs/NAME.yaml, or of the file NAME when it ends in .yaml
+    (a spec that is not shipped, e.g. one a run is trying out)."""
     from ragen_cli.spec.loader import load_spec
 
-    return load_spec(SPECS / f"{name}.yaml")
+    return load_spec(Path(name) if name.endswith((".yaml", ".yml")) else SPECS / f"{name}.yaml")
 
 
 def tokenizer_and_engine(model: str):

@@ -1,8 +1,9 @@
-"""Success of a uniform random policy on a shipped spec's validation seeds: the floor a trained
+"""Success of a uniform random policy on a spec's validation seeds: the floor a trained
 policy should clear, and what copying a random `answer_example` amounts to.
 
     .venv/bin/python bench/random_policy.py                     # specs/frozenlake.yaml, specs/sokoban.yaml
     .venv/bin/python bench/random_policy.py --specs sokoban --moves 6,9 --draws 200
+    .venv/bin/python bench/random_policy.py --specs /tmp/try.yaml         # a spec file not shipped
 
 For each spec: its training env and config, its validation seeds (`env.val.seed`, `episodes`
 of them), and for each move budget in `--moves` the mean success over `--draws` random action
@@ -102,7 +103,7 @@ def main() -> None:
     from ragen_cli.envs.registry import make_env
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--specs", default="frozenlake,sokoban", help="names of shipped specs (specs/NAME.yaml)")
+    ap.add_argument("--specs", default="frozenlake,sokoban", help="shipped spec names (specs/NAME.yaml) or spec files (*.yaml), comma-separated")
     ap.add_argument("--moves", default="6,9", help="comma-separated move budgets")
     ap.add_argument("--draws", type=int, default=100, help="random action sequences per seed")
     args = ap.parse_args()
