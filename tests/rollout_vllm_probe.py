@@ -8,6 +8,7 @@ prints one JSON line that the test asserts on.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 
@@ -49,10 +50,7 @@ def main(model_dir: str, work: str) -> dict:
     try:
         return checks(model, tok, hf, vllm, work)
     finally:
-        # as the trainer does: left to interpreter teardown, the engine's threads aborted the
-        # process at exit ("terminate called without an active exception", rc -6) in 3 of 6 runs
-        # with DS_ACCELERATOR=cpu set beforehand, as it is under pytest
-        vllm.close()
+        vllm.close()  # as the trainer does
 
 
 def checks(model, tok, hf, vllm, work: str) -> dict:
@@ -109,3 +107,8 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
 
 if __name__ == "__main__":
     print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)
+    # Interpreter teardown after the checks aborted the process ("terminate called without an
+    # active exception", rc -6) in 3 of 6 runs with DS_ACCELERATOR=cpu set beforehand, as it is
+    # under pytest, and in 3 of 4 CI runs on 2026-11-25, closing the engine first or not; the
+    # result is out by then, so the probe ends without teardown.
+    os._exit(0)
