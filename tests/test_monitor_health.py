@@ -1,135 +1,155 @@
-"""Echo Trap detector on synthetic histories: a clean run gives no alarm, each injected failure
-gives the right alarm at the right step. Defaults: window 20, smooth 3 (moving mean of the last
-3 values), warmup 5, collapse_votes 2."""
+"""Echo Trap / template-collapse detector on synthetic histories, every expected step derived
+by hand. Defaults: window 20, smooth 3 (moving mean of the last 3 values), warmup 5,
+collapse_votes 2, progress_window 5, progress_min 0.02, fall_ratio 0.5, dead_frac 0.95,
+stall_steps 10, solved 0.9. (The thresholds are tuned on real runs: bench/health_corpus.py.)"""
 
+import json
 import math
 import random
 
 import pytest
 
-from ragen_cli.monitor.health import HealthTracker, Verdict, assess, assess_all, robust_z, smoothed
+from ragen_cli.monitor.health import (HealthTracker, Verdict, assess, assess_all, failure, progress, robust_z,
+                                      smoothed)
 from ragen_cli.spec.health_spec import HealthSpec
 
 CFG = HealthSpec()
-STEPS = 60
+STEPS = 40
 
 
-def clean_run(seed: int = 0) -> list[dict]:
-    """A healthy run: reward rising and still rising, stable in-group std, entropy decaying
-    slowly, grad norm around 1, stable diversity; deterministic Gaussian noise."""
+def run(success, seed: int = 0, **over) -> list[dict]:
+    """A run whose train/success follows `success(t)`; std 0.4, entropy 1.0, grad norm ~1,
+    diversity stable (small deterministic noise); `over` maps a metric to a function of t."""
     rng = random.Random(seed)
     hist = []
-    for t in range(STEPS):
-        hist.append({
+    for t in range(1, STEPS + 1):
+        rec = {
             "step": t,
-            "reward/mean": 0.1 + 0.6 * (1 - math.exp(-t / 25)) + rng.gauss(0, 0.03),
-            "filter/in_group_std_before": max(0.05, 0.35 + rng.gauss(0, 0.04)),
-            "actor/entropy": 1.2 * math.exp(-t / 100) + rng.gauss(0, 0.02),
+            "train/success": success(t),
+            "reward/task_in_group_std": 0.4 + rng.gauss(0, 0.01),
+            "filter/zero_std_frac": 0.1,
+            "actor/entropy": 1.0 + rng.gauss(0, 0.01),
             "actor/grad_norm": abs(1.0 + rng.gauss(0, 0.1)),
-            "diversity/distinct_2": 0.6 + rng.gauss(0, 0.03),
-            "diversity/identical_share": max(0.0, 0.05 + rng.gauss(0, 0.02)),
-        })
+            "diversity/distinct_2": 0.6 + rng.gauss(0, 0.01),
+            "diversity/identical_share": 0.05,
+        }
+        rec.update({k: f(t) for k, f in over.items()})
+        hist.append(rec)
     return hist
 
 
-def inject(hist: list[dict], name: str, fn) -> list[dict]:
-    return [{**rec, name: fn(rec["step"])} for rec in hist]
+def levels(hist, cfg=CFG):
+    return [v.level for v in assess_all(hist, cfg)]
 
 
-def levels(hist):
-    return [v.level for v in assess_all(hist, CFG)]
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_learning_run_is_healthy(seed):
+    assert set(levels(run(lambda t: min(0.8, 0.02 * t), seed))) == {"healthy"}
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_clean_run_gives_no_alarm(seed):
-    assert set(levels(clean_run(seed))) == {"healthy"}
-
-
-def test_in_group_std_cliff():
-    # std 0.4 until step 29, 0.05 from step 30. Smoothed: s30 = (0.4+0.4+0.05)/3 = 0.283 -> 71%
-    # of the peak 0.4: fine; s31 = (0.4+0.05+0.05)/3 = 0.167 -> 42% <= 50%: warning at 31;
-    # s32 = 0.05 -> 12.5% <= 20%: collapse at 32.
-    hist = inject(clean_run(), "filter/in_group_std_before", lambda t: 0.4 if t < 30 else 0.05)
-    lv = levels(hist)
-    assert lv[:31] == ["healthy"] * 31
-    assert lv[31] == "warning" and lv[32] == "collapse"
-    v = assess(hist[:32], CFG)
-    assert [r.signal for r in v.reasons] == ["in_group_std"]
-    assert v.reasons[0].value == pytest.approx(0.5 / 3 / 0.4) and v.reasons[0].threshold == 0.5
-    assert v.step == 31
-
-
-def test_entropy_collapse():
-    # entropy 1.0 until 39, 0.3 from 40. s40 = 0.767 (77%), s41 = (1+0.3+0.3)/3 = 0.533 (53% >
-    # 50%), s42 = 0.3 -> 30%: warning at 42 (not collapse: 30% > 20%).
-    hist = inject(clean_run(), "actor/entropy", lambda t: 1.0 if t < 40 else 0.3)
-    lv = levels(hist)
-    assert lv[:42] == ["healthy"] * 42 and lv[42] == "warning"
-    assert assess(hist[:43], CFG).reasons[0].signal == "entropy"
-
-
-def test_grad_norm_spike_collapse_and_warning():
-    # Base alternates 1.0 / 1.2: median of the 20 previous = 1.1, MAD = 0.1, robust sd 0.14826.
-    # Spike 4.0 at step 50: z = 2.9 / 0.14826 = 19.6 >= 10 and 4.0 >= 3 x 1.1: collapse at 50.
-    base = lambda t: 1.0 if t % 2 == 0 else 1.2  # noqa: E731
-    hist = inject(clean_run(), "actor/grad_norm", lambda t: 4.0 if t == 50 else base(t))
-    lv = levels(hist)
-    assert lv[:50] == ["healthy"] * 50 and lv[50] == "collapse" and lv[51] == "healthy"
-    assert assess(hist[:51], CFG).reasons[0].value == pytest.approx(2.9 / (1.4826 * 0.1))
-    # Spike 2.0: z = 0.9 / 0.14826 = 6.07 >= 5, but 2.0 < 3 x 1.1 = 3.3: no alarm.
-    hist = inject(clean_run(), "actor/grad_norm", lambda t: 2.0 if t == 50 else base(t))
+def test_convergence_is_not_collapse():
+    # The bandit's way to 1.0: success climbs 0.03/step, entropy and std fall to 5% of their
+    # start from step 10. Narrowing from step 11 on, but success sets a new high every step
+    # (progress) until its smoothed value reaches 0.9 = solved (step 31: s = (.87+.9+.93)/3 =
+    # 0.9), and stays solved: healthy throughout.
+    hist = run(lambda t: min(1.0, 0.03 * t), **{"actor/entropy": lambda t: 1.0 if t < 10 else 0.05,
+                                                "reward/task_in_group_std": lambda t: 0.4 if t < 10 else 0.02})
     assert set(levels(hist)) == {"healthy"}
-    # Base 1.0 / 2.0: median 1.5, MAD 0.5, sd 0.7413; spike 5.5: z = 4 / 0.7413 = 5.40 in
-    # [5, 10) and 5.5 >= 4.5: warning at 50.
-    hist = inject(clean_run(), "actor/grad_norm", lambda t: 5.5 if t == 50 else (1.0 if t % 2 == 0 else 2.0))
+    assert progress(hist[:20], CFG).signal == "success_rising"
+    assert progress(hist, CFG).signal == "solved"
+
+
+def test_echo_trap_gain_then_fall():
+    # success 0.03 t up to 0.6 at step 20, then -0.05 a step down to 0.1 (step 30), then flat;
+    # entropy 1.0 -> 0.2 and std 0.4 -> 0.1 from step 25.
+    # Step 26: smoothed entropy (1 + .2 + .2)/3 = .467 <= 50% and std (.4 + .1 + .1)/3 = .2 =
+    # 50% of .4: two narrowing signals. Progress? The smoothed success peaked at step 21
+    # ((.6+.57+.55)/3 = .573); no new high in 22..26: none. Failure? s26 = (.4+.35+.3)/3 = .35,
+    # start s1 = .03, gain .543: kept (.35-.03)/.543 = 59% > 50%; stalled needs 10 steps: none
+    # -> warning at 26. Step 27: s27 = .30, kept 50.0%? (.30-.03)/.543 = 49.7% <= 50%:
+    # success_fell -> collapse at 27.
+    def success(t):
+        return 0.03 * t if t <= 20 else max(0.1, 0.6 - 0.05 * (t - 20))
+
+    hist = run(success, **{"actor/entropy": lambda t: 1.0 if t < 25 else 0.2,
+                           "reward/task_in_group_std": lambda t: 0.4 if t < 25 else 0.1})
     lv = levels(hist)
-    assert lv[:50] == ["healthy"] * 50 and lv[50] == "warning"
+    assert lv[:25] == ["healthy"] * 25  # steps 1..25
+    assert lv[25] == "warning" and lv[26] == "collapse"  # steps 26, 27
+    v = assess(hist[:27], CFG)
+    assert v.reasons[0].signal == "success_fell" and {r.signal for r in v.reasons[1:]} == {"entropy", "in_group_std"}
 
 
-def test_diversity_collapse():
-    # distinct-2 0.6 until 44, 0.1 from 45: s45 = 0.433 (72%), s46 = 0.267 (44%): warning at
-    # 46; s47 = 0.1 (17% <= 25%): collapse at 47.
-    hist = inject(clean_run(), "diversity/distinct_2", lambda t: 0.6 if t < 45 else 0.1)
+def test_dead_groups_are_a_collapse_without_a_gain():
+    # The bandit falling onto the safe arm: success 0 throughout, entropy and std collapse at
+    # step 6 and every group's reward is constant (zero_std_frac 1.0) from step 6.
+    # Step 7: smoothed entropy (1+.05+.05)/3 = .367 and std .147/.4: two narrowing signals,
+    # no progress; zero_std (.1, 1, 1) min .1 < .95: not dead -> warning. Step 8: zero_std
+    # (1, 1, 1): no_variance -> collapse.
+    hist = run(lambda t: 0.0, **{"actor/entropy": lambda t: 1.0 if t < 6 else 0.05,
+                                 "reward/task_in_group_std": lambda t: 0.4 if t < 6 else 0.02,
+                                 "filter/zero_std_frac": lambda t: 0.1 if t < 6 else 1.0})
     lv = levels(hist)
-    assert lv[:46] == ["healthy"] * 46 and lv[46] == "warning" and lv[47] == "collapse"
+    assert lv[:6] == ["healthy"] * 6 and lv[6] == "warning" and lv[7] == "collapse"
+    assert assess(hist[:8], CFG).reasons[0].signal == "no_variance"
 
 
-def test_identical_replies():
-    # identical share 0.05 until 44, 0.95 from 45: s45 = 0.35 < 0.5; s46 = (0.05+0.95+0.95)/3
-    # = 0.65 >= 0.5: warning at 46; s47 = 0.95 >= 0.9: collapse at 47.
-    hist = inject(clean_run(), "diversity/identical_share", lambda t: 0.05 if t < 45 else 0.95)
+def test_template_collapse_and_state_dependence_as_progress():
+    # success flat at .2; I(X;Z)/H(X) rises .02/step to .4 at step 20, then is .05 from 21;
+    # entropy 1.0 -> 0.3 from step 10 (narrowing from step 12). Smoothed mi s_t = .02 (t - 1)
+    # up to s20 = .38. While mi rises, the last 5 steps' high beats the earlier max by .1 >
+    # .02: progress, healthy. At step 24 the window 20..24 holds s20 = .38 against s19 = .36:
+    # a margin of .02, not more -> no progress; smoothed mi (.05) <= 50% of the peak: template;
+    # success flat since step 1 (> 10 steps): stalled -> collapse at 24 (healthy before).
+    hist = run(lambda t: 0.2, **{"collapse/mi_norm": lambda t: 0.02 * t if t <= 20 else 0.05,
+                                 "actor/entropy": lambda t: 1.0 if t < 10 else 0.3})
     lv = levels(hist)
-    assert lv[:46] == ["healthy"] * 46 and lv[46] == "warning" and lv[47] == "collapse"
+    assert set(lv[:23]) == {"healthy"}
+    assert lv[23] == "collapse"
+    v = assess(hist[:24], CFG)
+    assert v.reasons[0].signal == "stalled" and {r.signal for r in v.reasons[1:]} == {"template", "entropy"}
 
 
-def test_reward_plateau_after_gain():
-    # reward 0.02 t until 30, then 0.6. Start = mean(0, 0.02, 0.04) = 0.02, gain = recent max
-    # 0.6 - 0.02 = 0.58, tolerance 5% = 0.029. s29 =
-    # 0.56, s30 = 0.58, s31 = 0.593, s>=32 = 0.6. The 20-step window s[t-19..t] first excludes
-    # s29 (range 0.04 > 0.029) at t - 19 = 30: plateau warning at step 49.
-    hist = inject(clean_run(), "reward/mean", lambda t: 0.02 * min(t, 30))
+def test_no_signal_from_the_start_and_empty_stop():
+    hist = run(lambda t: 0.0, **{"filter/zero_std_frac": lambda t: 1.0})
+    # said after no_signal_steps (3) steps, even inside the warmup
+    assert levels(hist[:2]) == ["healthy", "healthy"] and assess(hist[:3], CFG).level == "warning"
+    v = assess(hist[:3], CFG)
+    assert v.reasons[0].signal == "no_signal" and "group_size" in v.reasons[0].message
+    cfg = HealthSpec(empty_stop_steps=5)
+    assert levels(hist[:5], cfg) == ["healthy", "healthy", "warning", "warning", "collapse"]
+    # format errors: the message names the reply format
+    fmt = run(lambda t: 0.0, **{"episode/format_error_ratio": lambda t: 1.0})
+    assert "format" in assess(fmt[:3], CFG).reasons[0].message
+    # one step with a signal ends it: a run that had signal once is not 'no signal'
+    once = run(lambda t: 0.0, **{"filter/zero_std_frac": lambda t: 0.5 if t == 2 else 1.0})
+    assert all(r.signal != "no_signal" for v in assess_all(once, CFG) for r in v.reasons)
+
+
+def test_grad_spike_is_narrowing_only_without_progress():
+    # grad norm alternates 1.0 / 1.2 (median 1.1, MAD .1) with 4.0 at step 30: z = 2.9/.148 =
+    # 19.6 >= 5 and 4.0 >= 3 x 1.1. Success flat 0.2: no progress -> warning at 30 only.
+    base = lambda t: 1.0 if t % 2 == 0 else 1.2  # noqa: E731
+    hist = run(lambda t: 0.2, **{"actor/grad_norm": lambda t: 4.0 if t == 30 else base(t)})
     lv = levels(hist)
-    assert lv[:49] == ["healthy"] * 49 and lv[49] == "warning"
-    assert assess(hist[:50], CFG).reasons[0].signal == "reward_plateau"
-    # A flat reward that never rose is not a plateau "after gains".
-    assert set(levels(inject(clean_run(), "reward/mean", lambda t: 0.3))) == {"healthy"}
+    assert lv[29] == "warning" and set(lv[:29] + lv[30:]) == {"healthy"}
+    assert assess(hist[:30], CFG).reasons[0].value == pytest.approx(2.9 / (1.4826 * 0.1))
+    # while success rises the same spike is no alarm
+    rising = run(lambda t: 0.02 * t, **{"actor/grad_norm": lambda t: 4.0 if t == 30 else base(t)})
+    assert set(levels(rising)) == {"healthy"}
 
 
-def test_two_warnings_at_once_are_a_collapse():
-    # entropy 1.0 -> 0.4 and std 0.4 -> 0.15 at step 40. At 42 both are fully at the new value:
-    # entropy 40% (warning, > 20%) and std 37.5% (warning, > 20%): 2 votes -> collapse at 42.
-    hist = inject(clean_run(), "actor/entropy", lambda t: 1.0 if t < 40 else 0.4)
-    hist = inject(hist, "filter/in_group_std_before", lambda t: 0.4 if t < 40 else 0.15)
-    lv = levels(hist)
-    assert lv[:42] == ["healthy"] * 42 and lv[42] == "collapse"
-    assert {r.signal for r in assess(hist[:43], CFG).reasons} == {"entropy", "in_group_std"}
+def test_failure_helpers():
+    flat = run(lambda t: 0.2)
+    assert failure(flat[:10], CFG) is None  # 10 steps: not yet more than stall_steps
+    assert failure(flat[:11], CFG).signal == "stalled"
+    assert progress(flat[:11], CFG) is None
 
 
 def test_warmup_disabled_and_missing_metrics():
-    hist = inject(clean_run(), "actor/entropy", lambda t: 1.0 if t < 2 else 0.01)
+    hist = run(lambda t: 0.0, **{"actor/entropy": lambda t: 1.0 if t < 2 else 0.01})
     assert assess(hist[:4], CFG).level == "healthy"  # 4 steps < warmup 5
     assert assess(hist, HealthSpec(enabled=False)).level == "healthy"
-    # No metrics at all (e.g. a run logging only timings) and NaN values: no alarm, no crash.
     assert assess([{"step": t, "actor/entropy": float("nan")} for t in range(30)], CFG).level == "healthy"
 
 
@@ -149,26 +169,23 @@ def test_tracker_reports_only_changes():
     assert tr.healthy_checkpoints == [2]
 
 
-def test_zero_mad_spike_is_collapse_and_event_is_strict_json():
-    import json
-    # grad norm exactly 1.0 for 20 steps: MAD 0, so any rise is z = +inf; 5.0 >= 3 x 1.0
-    hist = inject(clean_run(), "actor/grad_norm", lambda t: 5.0 if t == 30 else 1.0)
-    v = assess(hist[:31], CFG)
-    assert v.level == "collapse" and v.reasons[0].value == math.inf
+def test_zero_mad_spike_event_is_strict_json():
+    hist = run(lambda t: 0.2, **{"actor/grad_norm": lambda t: 5.0 if t == 30 else 1.0})
+    v = assess(hist[:30], CFG)
+    assert v.level == "warning" and v.reasons[0].value == math.inf
     event = v.to_event()
     assert event["reasons"][0]["value"] is None
-    json.dumps(event, allow_nan=False)  # raises on NaN / inf
+    json.dumps(event, allow_nan=False)
 
 
 def test_helpers():
     assert smoothed([3.0, 6.0, 9.0, 0.0], 2) == [3.0, 4.5, 7.5, 4.5]
-    # previous = [1, 2, 3, 4]: median 2.5, deviations 1.5, .5, .5, 1.5 -> MAD 1.0
     z, med = robust_z([1.0, 2.0, 3.0, 4.0, 6.0], 10)
     assert med == 2.5 and z == pytest.approx(3.5 / 1.4826)
 
 
-def test_spec_rejects_inverted_thresholds():
-    with pytest.raises(ValueError, match="std_collapse"):
-        HealthSpec(std_collapse=0.6, std_warn=0.5)
+def test_spec_rejects_bad_values():
+    with pytest.raises(ValueError, match="empty_stop_steps"):
+        HealthSpec(empty_stop_steps=2, no_signal_steps=3)
     with pytest.raises(ValueError):
         HealthSpec(unknown_field=1)

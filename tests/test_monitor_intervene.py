@@ -44,3 +44,13 @@ def test_keep_ratio_floor_cooldown_and_budget():
     assert decide(COLLAPSE, full, st).action == "intervene"
     st = InterventionState(step=50, keep_ratio=0.25, interventions=3, last_intervention_step=25)
     assert decide(COLLAPSE, full, st).action == "stop"
+
+
+def test_no_signal_collapse_stops_whatever_the_action():
+    empty = Verdict("collapse", [Reason("no_signal", 5.0, 3.0, "every group ...", "collapse")], 5)
+    for action in ("warn", "stop", "intervene"):
+        d = decide(empty, HealthSpec(action=action, empty_stop_steps=5), InterventionState(step=5, keep_ratio=0.25))
+        assert d.action == "stop" and d.save_checkpoint and "empty_stop_steps" in d.message
+    # a no_signal warning (before empty_stop_steps) is only logged
+    warn = Verdict("warning", [Reason("no_signal", 3.0, 3.0, "every group ...")], 3)
+    assert decide(warn, HealthSpec(action="stop"), InterventionState(step=3, keep_ratio=0.25)).action == "continue"

@@ -2,9 +2,12 @@
 tiny-random model, real DeepSpeed engine, real HF rollouts.
 
 The alarm is made to fire on a known step: greedy sampling (`rollout.temperature=0`) makes
-the two rollouts of every group identical, so `diversity/identical_share` is 1.0 at every
-step (>= identical_collapse 0.9: a collapse). With `warmup_steps=2` the verdict is healthy at
-step 1 (too little history) and collapse from step 2 on.
+the two rollouts of every group identical, so `diversity/identical_share` is 1.0 (a narrowing
+signal) and every group's reward std is 0 (`filter/zero_std_frac` 1.0: the no_variance
+failure) at every step, while success never rises (no progress). With `warmup_steps=2`,
+`collapse_votes=1` and the no-signal rule off, the verdict is healthy at step 1 (too little
+history) and collapse from step 2 on. With the no-signal rule on instead, the same run is a run
+without any learning signal from step 1.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ HEALTH = [
     "algorithm.adv_estimator=grpo", "model.lora=null",
     "monitor.health.warmup_steps=2", "monitor.health.smooth=1",
 ]
+COLLAPSE = HEALTH + ["monitor.health.collapse_votes=1", "monitor.health.no_signal_steps=0"]
 
 
 def events(run: Path) -> list[dict]:
@@ -35,7 +39,7 @@ def metric_lines(run: Path) -> list[dict]:
 
 def test_stop_checkpoints_and_ends_the_run(tmp_path):
     out = tmp_path / "stop"
-    summary = run_tiny(out, HEALTH + ["train.steps=4", "checkpoint.every=0", "monitor.health.action=stop"])
+    summary = run_tiny(out, COLLAPSE + ["train.steps=4", "checkpoint.every=0", "monitor.health.action=stop"])
     assert summary["stopped"] is True and summary["step"] == 2
     ev = events(out)
     health = [e for e in ev if e["kind"] == "health"]
@@ -50,9 +54,22 @@ def test_stop_checkpoints_and_ends_the_run(tmp_path):
     assert len(end) == 1 and end[0]["stopped"] is True and end[0]["step"] == 2
 
 
+def test_no_signal_is_said_at_once_and_stops_after_empty_steps(tmp_path, capsys):
+    # no_signal_steps 1: said at step 1 (warning); empty_stop_steps 2: collapse at step 2, and
+    # the run stops there although health.action is warn
+    out = tmp_path / "empty"
+    summary = run_tiny(out, HEALTH + ["train.steps=4", "checkpoint.every=0", "monitor.health.no_signal_steps=1",
+                                      "monitor.health.empty_stop_steps=2", "monitor.health.action=warn"])
+    assert summary["stopped"] is True and summary["step"] == 2
+    health = [e for e in events(out) if e["kind"] == "health"]
+    assert [(e["step"], e["level"]) for e in health] == [(1, "warning"), (2, "collapse")]
+    assert health[0]["reasons"][0]["signal"] == "no_signal" and "group_size" in health[0]["reasons"][0]["message"]
+    assert "ragen: health: warning at step 1: every group" in capsys.readouterr().out
+
+
 def test_intervene_filters_harder_lowers_lr_and_rolls_back(tmp_path):
     out = tmp_path / "intervene"
-    summary = run_tiny(out, HEALTH + [
+    summary = run_tiny(out, COLLAPSE + [
         "train.steps=4", "checkpoint.every=1", "checkpoint.keep=5", "train.lr_actor=1e-3",
         "monitor.health.action=intervene", "monitor.health.cooldown=10",
         "monitor.health.keep_ratio_factor=0.5", "monitor.health.lr_factor=0.5", "monitor.health.rollback=true",

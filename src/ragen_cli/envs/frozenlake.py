@@ -174,11 +174,12 @@ class FrozenLakeEnv(TextEnv):
             return 0.0, False, {"action_is_valid": False, "action_is_effective": False}
         before = self.state
         self.state, reward, terminated, _, _ = self.gym.step(a)
+        shaping = 0.0
         if self.config.progress_reward:
             dist = _goal_distance(tuple(self.board))
-            reward += self.config.progress_reward * (dist[before] - dist[self.state])
-        return float(reward), bool(terminated), {"action_is_valid": True,
-                                                  "action_is_effective": self.state != before}
+            shaping = self.config.progress_reward * (dist[before] - dist[self.state])
+        return float(reward) + shaping, bool(terminated), {"action_is_valid": True, "shaping": shaping,
+                                                           "action_is_effective": self.state != before}
 
     def _cell(self) -> str:
         size = self.config.size

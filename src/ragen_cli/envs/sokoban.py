@@ -139,9 +139,10 @@ class SokobanEnv(TextEnv):
         solved = after == len(targets)
         if solved:
             reward += SOLVED_REWARD
+        shaping = 0.0
         if self.config.progress_reward:
-            reward += self.config.progress_reward * (distance - push_distance(self.level, self.player, self.boxes))
-        return reward, solved, {"action_is_valid": True, "action_is_effective": moved}
+            shaping = self.config.progress_reward * (distance - push_distance(self.level, self.player, self.boxes))
+        return reward + shaping, solved, {"action_is_valid": True, "action_is_effective": moved, "shaping": shaping}
 
     def _success(self) -> bool:
         return self.boxes == self.level.targets

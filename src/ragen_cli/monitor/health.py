@@ -1,11 +1,25 @@
-"""Echo Trap early warning: pure rules over the metric history (list of metrics.jsonl records).
+"""Echo Trap and template-collapse detector: pure rules over the metric history (metrics.jsonl
+records in step order).
 
-RAGEN (arXiv 2504.20073, Sec. 4.1 and Fig. 4) finds that multi-turn RL collapses into the
-"Echo Trap": reward variance within a group falls off a cliff, entropy drops, gradient norms
-spike, and the model repeats the same reasoning templates, often after the reward plateaus. Each
-signal below is one small function `(history, cfg) -> Reason | None`; `assess` combines them:
-collapse if any signal reaches its collapse threshold or `cfg.collapse_votes` signals warn at
-once; warning if any warns. Thresholds live in `HealthSpec` (spec/health_spec.py).
+RAGEN (arXiv 2504.20073, Sec. 4.1, Fig. 4): multi-turn RL collapses into the "Echo Trap": reward
+variance within a group falls off a cliff, entropy drops, gradient norms spike, replies repeat a
+template. RAGEN-2 (arXiv 2604.06268) adds *template collapse*: replies stop depending on the
+state (I(X;Z) falls) while their entropy may stay high. But a policy that converges on the right
+answer also narrows: its entropy and in-group std fall too. So the rules separate three kinds
+of evidence:
+
+- *narrowing* signals (the early warnings above; each a `Reason`): in-group std of the task
+  reward, entropy, distinct bigrams, identical replies, I(X;Z) / H(X), a grad-norm spike;
+- *progress* (`progress`): success has reached a new high within `progress_window` steps, or
+  I(X;Z) has (the policy is learning to read the state), or success is at `solved`;
+- *failure* (`failure`): success fell to `fall_ratio` of its peak after a gain, or every group's
+  reward is constant (`dead_frac`: nothing left to learn from), or no progress for `stall_steps`.
+
+Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
+progress is a warning; narrowing with failure is a collapse. A narrowing run that is progressing
+is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
+had no learning signal from its first step on. Thresholds live in `HealthSpec`
+(spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
 
 Notation: x_t the metric at step t (records missing the metric or holding NaN are skipped);
 s_t = mean of the last `smooth` values; the "recent peak" is max s over the `window` values
@@ -98,27 +112,42 @@ def robust_z(xs: list[float], window: int) -> tuple[float, float] | None:
     return diff / (MAD_SCALE * mad), med
 
 
-def _ratio_signal(signal, metric, warn, collapse, what) -> Callable[[list[dict], "HealthSpec"], Reason | None]:
-    def check(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-        # drop_ratio reads the last window + 1 smoothed values, i.e. window + smooth raw ones
-        ratio = drop_ratio(series(history, metric, cfg.window + cfg.smooth), cfg.window, cfg.smooth)
-        if ratio is None:
-            return None
-        lo, hi = getattr(cfg, collapse), getattr(cfg, warn)
-        if ratio > hi:
-            return None
-        level: Level = "collapse" if ratio <= lo else "warning"
-        threshold = lo if level == "collapse" else hi
-        msg = f"{what} fell to {ratio:.0%} of its recent peak (limit {threshold:.0%})"
-        return Reason(signal, ratio, threshold, msg, level)
+def _ratio_signal(signal, metrics, warn, what) -> Callable[[list[dict], "HealthSpec"], Reason | None]:
+    """A narrowing signal: the first of `metrics` present, relative to its recent peak."""
 
-    check.__doc__ = f"{what} ({metric}) relative to its recent peak."
+    def check(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+        name = next((m for m in metrics if series(history, m, 1)), None)
+        if name is None:
+            return None
+        # drop_ratio reads the last window + 1 smoothed values, i.e. window + smooth raw ones
+        ratio = drop_ratio(series(history, name, cfg.window + cfg.smooth), cfg.window, cfg.smooth)
+        limit = getattr(cfg, warn)
+        if ratio is None or ratio > limit:
+            return None
+        return Reason(signal, ratio, limit, f"{what} fell to {ratio:.0%} of its recent peak (limit {limit:.0%})")
+
+    check.__doc__ = f"{what} ({metrics[0]}) relative to its recent peak."
     return check
 
 
-in_group_std = _ratio_signal("in_group_std", "filter/in_group_std_before", "std_warn", "std_collapse", "in-group reward std")
-entropy = _ratio_signal("entropy", "actor/entropy", "entropy_warn", "entropy_collapse", "policy entropy")
-distinct = _ratio_signal("distinct_ngrams", "diversity/distinct_2", "distinct_warn", "distinct_collapse", "distinct-bigram ratio")
+in_group_std = _ratio_signal("in_group_std", ("reward/task_in_group_std", "filter/in_group_std_before"), "std_warn",
+                             "in-group std of the task reward")
+entropy = _ratio_signal("entropy", ("actor/entropy",), "entropy_warn", "policy entropy")
+distinct = _ratio_signal("distinct_ngrams", ("diversity/distinct_2",), "distinct_warn", "distinct-bigram ratio")
+
+
+def template(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """I(X;Z) / H(X) (collapse/mi_norm, RAGEN-2) fell to `mi_warn` of its recent peak, from a
+    peak of at least `mi_min_peak`: replies that depended on the state no longer do."""
+    xs = series(history, "collapse/mi_norm", cfg.window + cfg.smooth)
+    s = smoothed(xs, cfg.smooth)
+    if len(s) < 2:
+        return None
+    peak = max(s[max(0, len(s) - 1 - cfg.window): -1])
+    if peak < cfg.mi_min_peak or s[-1] > cfg.mi_warn * peak:
+        return None
+    return Reason("template", s[-1], cfg.mi_warn * peak,
+                  f"replies carry {s[-1]:.0%} of the state's information, down from {peak:.0%} (limit {cfg.mi_warn:.0%} of the peak)")
 
 
 def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
@@ -130,10 +159,8 @@ def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     z, med = zm
     if z < cfg.grad_z_warn or xs[-1] < cfg.grad_ratio_min * med:
         return None
-    level: Level = "collapse" if z >= cfg.grad_z_collapse else "warning"
-    threshold = cfg.grad_z_collapse if level == "collapse" else cfg.grad_z_warn
-    msg = f"grad norm {xs[-1]:.3g} is {z:.1f} robust deviations above its median {med:.3g} (limit {threshold:g})"
-    return Reason("grad_norm", z, threshold, msg, level)
+    msg = f"grad norm {xs[-1]:.3g} is {z:.1f} robust deviations above its median {med:.3g} (limit {cfg.grad_z_warn:g})"
+    return Reason("grad_norm", z, cfg.grad_z_warn, msg)
 
 
 def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
@@ -144,51 +171,116 @@ def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     share = smoothed(xs, cfg.smooth)[-1]
     if share < cfg.identical_warn:
         return None
-    level: Level = "collapse" if share >= cfg.identical_collapse else "warning"
-    threshold = cfg.identical_collapse if level == "collapse" else cfg.identical_warn
-    return Reason("identical_replies", share, threshold, f"{share:.0%} of replies repeat another reply (limit {threshold:.0%})", level)
+    return Reason("identical_replies", share, cfg.identical_warn,
+                  f"{share:.0%} of replies repeat another reply (limit {cfg.identical_warn:.0%})")
 
 
-def reward_plateau(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Reward flat for `plateau_window` steps after rising at least `plateau_min_gain` above
-    its start (the mean of the first `smooth` values)."""
-    w = cfg.plateau_window
-    if w == 0:
-        return None
-    first = series(history[: 4 * cfg.smooth], "reward/mean")[: cfg.smooth]
-    recent = smoothed(series(history, "reward/mean", w + cfg.smooth - 1), cfg.smooth)[-w:]
-    if len(first) < cfg.smooth or len(recent) < w or len(history) < w + cfg.smooth:
-        return None
-    gain = max(recent) - sum(first) / len(first)
-    spread = max(recent) - min(recent)
-    if gain < max(cfg.plateau_min_gain, 1e-12) or spread > cfg.plateau_tol * gain:
-        return None
-    return Reason("reward_plateau", spread / gain, cfg.plateau_tol, f"reward flat for {w} steps (range {spread:.3g} after a gain of {gain:.3g})")
-
-
-SIGNALS: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
+NARROWING: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
     "in_group_std": in_group_std,
     "entropy": entropy,
+    "template": template,
     "grad_norm": grad_spike,
     "distinct_ngrams": distinct,
     "identical_replies": identical_replies,
-    "reward_plateau": reward_plateau,
 }
+SIGNALS = NARROWING  # the names a spec or the TUI may refer to
+
+
+def score_name(history: list[dict]) -> str | None:
+    """The outcome the rules watch: train/success, else the task reward, else the reward."""
+    return next((m for m in ("train/success", "reward/task_mean", "reward/mean") if series(history, m, 1)), None)
+
+
+def _new_high(xs: list[float], cfg: "HealthSpec", margin: float, within: int) -> bool:
+    """Whether smoothed xs set a high, `margin` above every earlier value, in the last `within` steps."""
+    s = smoothed(xs, cfg.smooth)
+    if len(s) <= within:
+        return len(s) > 1 and max(s[1:]) > s[0] + margin
+    return max(s[-within:]) > max(s[:-within]) + margin
+
+
+def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """Why the run counts as progressing (solved, success rising, I(X;Z) rising), or None."""
+    name = score_name(history)
+    if name is not None:
+        xs = series(history, name)
+        if name == "train/success" and smoothed(xs, cfg.smooth)[-1] >= cfg.solved:
+            return Reason("solved", smoothed(xs, cfg.smooth)[-1], cfg.solved, "success is at the solved level")
+        if _new_high(xs, cfg, cfg.progress_min, cfg.progress_window):
+            return Reason("success_rising", xs[-1], cfg.progress_min,
+                          f"{name} set a new high within {cfg.progress_window} steps")
+    mi = series(history, "collapse/mi_norm")
+    if mi and _new_high(mi, cfg, cfg.mi_progress_min, cfg.progress_window):
+        return Reason("state_dependence_rising", mi[-1], cfg.mi_progress_min,
+                      f"I(X;Z)/H(X) set a new high within {cfg.progress_window} steps")
+    return None
+
+
+def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """Evidence that narrowing has become a collapse: success fell after a gain, no group has
+    any reward variance left, or no progress for `stall_steps`."""
+    name = score_name(history)
+    if name is not None:
+        s = smoothed(series(history, name), cfg.smooth)
+        peak, start = max(s), s[0]
+        if peak - start >= cfg.progress_min and s[-1] - start <= cfg.fall_ratio * (peak - start):
+            return Reason("success_fell", s[-1], start + cfg.fall_ratio * (peak - start),
+                          f"{name} fell to {s[-1]:.3g} from its peak {peak:.3g} (limit: {cfg.fall_ratio:.0%} of the gain kept)",
+                          "collapse")
+    zero = series(history, "filter/zero_std_frac", cfg.smooth)
+    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac:
+        return Reason("no_variance", min(zero), cfg.dead_frac,
+                      f"{min(zero):.0%} of groups have one reward for all their rollouts: no learning signal left", "collapse")
+    if name is not None and len(history) > cfg.stall_steps:
+        xs = series(history, name)
+        if not _new_high(xs, cfg, cfg.progress_min, cfg.stall_steps):
+            return Reason("stalled", float(cfg.stall_steps), float(cfg.stall_steps),
+                          f"{name} has set no new high for {cfg.stall_steps} steps", "collapse")
+    return None
+
+
+def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """Every step so far (at least `no_signal_steps`) had no learning signal: all groups with
+    zero reward std, or nearly every turn a format error. Says what to change."""
+    n = len(history)
+    if cfg.no_signal_steps == 0 or n < cfg.no_signal_steps:
+        return None
+    zero = series(history, "filter/zero_std_frac")
+    fmt = series(history, "episode/format_error_ratio")
+    empty_z = len(zero) == n and min(zero) >= cfg.dead_frac
+    empty_f = len(fmt) == n and min(fmt) >= cfg.dead_frac
+    if not (empty_z or empty_f):
+        return None
+    if empty_f:
+        why = (f"{min(fmt):.0%}+ of turns have not parsed since step 1: the replies miss the answer format. Try "
+               "rollout.think: false, rollout.answer_example, a larger rollout.max_tokens_per_turn, or another model")
+    else:
+        why = (f"every group's {cfg.dead_frac:.0%}+ rollouts got one reward since step 1: nothing to learn from. Try a "
+               "larger env.train.group_size, rollout.temperature 1.0, an easier env config, or reward shaping")
+    stop = cfg.empty_stop_steps and n >= cfg.empty_stop_steps
+    return Reason("no_signal", float(n), float(cfg.no_signal_steps), why, "collapse" if stop else "warning")
 
 
 def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
     """The verdict for the last step of `history` (records in step order)."""
     step = history[-1].get("step") if history else None
-    if not cfg.enabled or len(history) < max(cfg.warmup_steps, 1):
+    if not cfg.enabled:
         return Verdict("healthy", [], step)
-    reasons = [r for check in SIGNALS.values() if (r := check(history, cfg)) is not None]
-    if any(r.level == "collapse" for r in reasons) or len(reasons) >= cfg.collapse_votes:
-        level: Level = "collapse"
-    elif reasons:
-        level = "warning"
-    else:
-        level = "healthy"
-    return Verdict(level, reasons, step)
+    empty = no_signal(history, cfg)
+    if empty is not None:
+        return Verdict(empty.level, [empty], step)
+    if len(history) < max(cfg.warmup_steps, 1):
+        return Verdict("healthy", [], step)
+    narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
+    if not narrowing:
+        return Verdict("healthy", [], step)
+    going = progress(history, cfg)
+    if going is not None:
+        return Verdict("healthy", [], step)
+    failed = failure(history, cfg)
+    if failed is not None and len(narrowing) >= cfg.collapse_votes:
+        return Verdict("collapse", [failed, *narrowing], step)
+    return Verdict("warning", narrowing, step)
 
 
 def assess_all(history: list[dict], cfg: "HealthSpec") -> list[Verdict]:

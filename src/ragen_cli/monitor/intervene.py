@@ -53,6 +53,9 @@ class Decision:
 
 def decide(verdict: Verdict, cfg: "HealthSpec", state: InterventionState) -> Decision:
     """The Decision for this step's verdict (see the module docstring for the rules)."""
+    if verdict.level == "collapse" and any(r.signal == "no_signal" for r in verdict.reasons):
+        return Decision("stop", f"no learning signal for {cfg.empty_stop_steps} steps (health.empty_stop_steps): "
+                        "checkpoint and stop", save_checkpoint=True)
     if not cfg.enabled or LEVELS.index(verdict.level) < LEVELS.index(cfg.act_on):
         return Decision("continue", f"verdict {verdict.level}: no action")
     if cfg.action == "warn":

@@ -101,6 +101,10 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj = ep.traj
     traj.append(sample.token_ids, 1, sample.logprobs)
     turn_end = len(traj.input_ids) - 1
+    pieces = [tokenizer.decode([i]) for i in sample.token_ids]
+    last = len(pieces) - (sample.finish_reason == "stop")  # the stop token is no part of the answer
+    for k in range(answer_start(pieces, rollout.think), last):
+        traj.answer_mask[turn_end + 1 - len(pieces) + k] = 1
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
@@ -111,6 +115,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     for action in parsed.actions:
         obs, r, terminated, truncated, info = ep.env.step(action)
         reward += r
+        traj.task_reward += r - float(info.get("shaping", 0.0))
         record.executed += 1
         record.valid += bool(info.get("action_is_valid", False))
         record.effective += bool(info.get("action_is_effective", False))
@@ -130,6 +135,20 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj.turns.append(record)
     traj.turn_end.append(turn_end)
     traj.turn_rewards.append(reward)
+
+
+def answer_start(pieces: list[str], think: bool) -> int:
+    """Index of a reply's first answer token, from its tokens' texts: 0 with thinking off (the
+    `<answer>` tag is pre-filled), else the token after the one that completes `</think>`
+    (len(pieces) when none does: the reply has no answer)."""
+    if not think:
+        return 0
+    text = ""
+    for i, piece in enumerate(pieces):
+        text += piece
+        if "</think>" in text:
+            return i + 1
+    return len(pieces)
 
 
 def generate_grouped(backend, prompts: list[list[int]], rollout, seed: int) -> list[Sample]:

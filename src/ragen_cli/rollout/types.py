@@ -53,6 +53,8 @@ class Trajectory:
     old_logprobs: list[float] = field(default_factory=list)  # sampling log-probs; 0.0 where mask is 0
     turn_end: list[int] = field(default_factory=list)  # index of each turn's last sampled token
     turn_rewards: list[float] = field(default_factory=list)  # env reward + format penalty per turn
+    answer_mask: list[int] = field(default_factory=list)  # 1 on sampled tokens of the answer (after </think>; no end-of-turn token)
+    task_reward: float = 0.0  # the env's own reward: no format penalty, no progress shaping
     group: int = 0
     seed: int = 0
     env_name: str = ""
@@ -77,12 +79,15 @@ class Trajectory:
         self.input_ids.extend(ids)
         self.loss_mask.extend([mask] * len(ids))
         self.old_logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+        self.answer_mask.extend([0] * len(ids))
 
     def check(self) -> None:
         """Raise ValueError if the parallel lists disagree (a bug, never user input)."""
         n = len(self.input_ids)
-        if len(self.loss_mask) != n or len(self.old_logprobs) != n:
-            raise ValueError("input_ids, loss_mask and old_logprobs differ in length")
+        if len(self.loss_mask) != n or len(self.old_logprobs) != n or len(self.answer_mask) not in (0, n):
+            raise ValueError("input_ids, loss_mask, old_logprobs and answer_mask differ in length")
+        if any(a and not m for a, m in zip(self.answer_mask, self.loss_mask)):
+            raise ValueError("answer_mask marks a token that was not sampled")
         if len(self.turn_end) != len(self.turn_rewards) or len(self.turns) != len(self.turn_end):
             raise ValueError("turn_end, turn_rewards and turns differ in length")
         if any(not 0 <= i < n or self.loss_mask[i] != 1 for i in self.turn_end):
@@ -92,7 +97,7 @@ class Trajectory:
         """The JSON-able dict written to trajectories/step-K.jsonl (docs/internals.md)."""
         record: dict[str, Any] = {
             "group": self.group, "seed": self.seed, "env": self.env_name,
-            "reward": self.episode_reward, "success": self.success,
+            "reward": self.episode_reward, "task_reward": self.task_reward, "success": self.success,
             "truncated": self.truncated, "overflow": self.overflow,
             "turns": [turn.as_dict() for turn in self.turns],
             "info": {k: v for k, v in self.info.items() if isinstance(v, (bool, int, float, str))},

@@ -184,10 +184,17 @@ class CheckpointSpec(Section):
     keep: int = Field(2, ge=1, description="Keep the newest this many checkpoints.")
 
 
+class CollapseSpec(Section):
+    every: int = Field(1, ge=0, description="Compute the template-collapse metrics (collapse/*: I(X;Z), H(Z|X), retrieval accuracy) every this many steps; 0 turns them off.")
+    replies: int = Field(32, ge=2, description="First-turn replies cross-scored under every distinct initial-state prompt (spread over the chosen groups); the cost grows with replies x prompts.")
+    groups: int = Field(8, ge=2, description="Initial states (groups, spread over the step's P) whose prompts and replies are cross-scored: one prompt forward each, the main cost.")
+
+
 class MonitorSpec(Section):
     loggers: list[Literal["jsonl", "tensorboard", "wandb"]] = Field(["jsonl"], description="Metric sinks; jsonl is always written.")
     trajectories_per_step: int = Field(8, ge=0, description="Sampled trajectories saved per step for `ragen watch` and `ragen inspect`.")
     health: HealthSpec = Field(default_factory=HealthSpec, description="Echo Trap early warning and what to do about it.")
+    collapse: CollapseSpec = Field(default_factory=CollapseSpec, description="Template-collapse metrics (RAGEN-2): how much replies depend on the initial state.")
 
 
 class OutputSpec(Section):

@@ -28,6 +28,7 @@ class Batch:
     turn_end: list[list[int]]  # per row, shifted indices of each turn's last sampled token
     turn_rewards: list[list[float]]
     group: list[int]
+    answer_mask: torch.Tensor | None = None  # [B, T] float: 1 where token j+1 is an answer token
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -40,6 +41,7 @@ class Batch:
             self.input_ids[idx, :T1], self.attention_mask[idx, :T1], self.mask[idx, : T1 - 1],
             self.sample_logp[idx, : T1 - 1], [self.turn_end[i] for i in idx.tolist()],
             [self.turn_rewards[i] for i in idx.tolist()], [self.group[i] for i in idx.tolist()],
+            None if self.answer_mask is None else self.answer_mask[idx, : T1 - 1],
         )
 
     @property
@@ -58,14 +60,17 @@ def collate(trajs) -> Batch:
     attn = torch.zeros(B, L, dtype=torch.long)
     mask = torch.zeros(B, L, dtype=torch.float32)
     logp = torch.zeros(B, L, dtype=torch.float32)
+    answer = torch.zeros(B, L, dtype=torch.float32)
     for b, t in enumerate(trajs):
         n = len(t.input_ids)
         ids[b, :n] = torch.tensor(t.input_ids)
         attn[b, :n] = 1
         mask[b, :n] = torch.tensor(t.loss_mask, dtype=torch.float32)
         logp[b, :n] = torch.tensor(t.old_logprobs, dtype=torch.float32)
+        if len(t.answer_mask) == n:
+            answer[b, :n] = torch.tensor(t.answer_mask, dtype=torch.float32)
     return Batch(ids, attn, mask[:, 1:], logp[:, 1:], [[e - 1 for e in t.turn_end] for t in trajs],
-                 [list(t.turn_rewards) for t in trajs], [t.group for t in trajs])
+                 [list(t.turn_rewards) for t in trajs], [t.group for t in trajs], answer[:, 1:])
 
 
 def micro_slices(n: int, micro: int) -> list[list[int]]:

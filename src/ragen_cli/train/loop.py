@@ -46,6 +46,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     rewards = torch.tensor([t.episode_reward for t in trajs])
     keep, fstats = filter_groups(rewards, torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
     kept = [trajs[i] for i in keep.tolist()]
+    # template-collapse metrics: every reply of the step under every state, before the update
+    metrics.update(stages.collapse_metrics(run, trajs, step))
     t_update = time.perf_counter()
     # 3. old log-probs (none needed for a single-pass update), values and reference log-probs
     batch = collate(kept)
@@ -72,7 +74,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
     metrics["sync/parity_gap"] = stages.parity_probe(run, batch)
     # 7. metrics
-    metrics.update(stages.update_metrics(actor_stats, critic_stats))
+    metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
     metrics.update(stages.reward_stats(trajs))
     metrics.update(stages.diversity_stats(trajs))
     metrics.update({

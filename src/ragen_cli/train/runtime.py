@@ -151,10 +151,18 @@ def log_validation(run: Run, step: int) -> dict[str, float]:
 def health_decision(run: Run, step: int) -> Decision:
     """Echo Trap verdict over the metric history -> `health` event (on change) -> Decision."""
     cfg = run.spec.monitor.health
-    verdict = assess(run.state.history, cfg)
+    verdict = assess(run.state.history, cfg) if run.rank == 0 else None
+    if run.world > 1:  # rank 0 holds the run's metrics: one verdict for all, so ranks act alike
+        import torch
+
+        box = [verdict]
+        torch.distributed.broadcast_object_list(box, src=0)
+        verdict = box[0]
     payload = run.tracker.observe(verdict)
     if payload is not None:
         run.event("health", step, **payload)
+        if verdict.reasons:
+            run.say(f"ragen: health: {verdict.level} at step {step}: " + "; ".join(r.message for r in verdict.reasons))
     s = run.state
     decision = decide(verdict, cfg, InterventionState(step, s.keep_ratio, s.interventions, s.last_intervention_step,
                                                       tuple(run.tracker.healthy_checkpoints)))

@@ -122,13 +122,35 @@ def parity_probe(run, batch: Batch) -> float:
 
 
 def reward_stats(trajs) -> dict[str, float]:
+    from ragen_cli.monitor.collapse import in_group_std
+
     r = torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64)
+    task = [t.task_reward for t in trajs]
     out = {"reward/mean": r.mean().item(), "reward/std": r.std(unbiased=False).item(),
-           "reward/min": r.min().item(), "reward/max": r.max().item()}
+           "reward/min": r.min().item(), "reward/max": r.max().item(),
+           "reward/task_mean": sum(task) / len(task),
+           "reward/task_in_group_std": in_group_std(task, [t.group for t in trajs])}
     high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
     if high and all(h is not None for h in high):
         out["train/chose_high_ev"] = sum(map(bool, high)) / len(high)
     return out
+
+
+def collapse_metrics(run, trajs, step: int) -> dict[str, float]:
+    """The template-collapse metrics (monitor/collapse.py) on this step's rollouts, every
+    `monitor.collapse.every` steps; scored with the actor before its update."""
+    from ragen_cli.monitor.collapse import cross_stats
+    from ragen_cli.train.cross_score import cross_matrix, pairs
+
+    cfg = run.spec.monitor.collapse
+    if cfg.every == 0 or step % cfg.every:
+        return {}
+    start = time.perf_counter()
+    prompts, weights, replies, own = pairs(trajs, cfg.replies, cfg.groups)
+    if len(prompts) < 2 or not replies:
+        return {}
+    cross = cross_matrix(run.engines.actor.module, prompts, replies, run.rank, run.world)
+    return {**cross_stats(cross, own, weights), "timing/collapse_s": time.perf_counter() - start}
 
 
 def diversity_stats(trajs) -> dict[str, float]:
@@ -142,7 +164,8 @@ def diversity_stats(trajs) -> dict[str, float]:
 def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
     """Rename the update's stats into the metrics table's names."""
     out = {
-        "actor/entropy": actor.get("entropy"), "actor/grad_norm": actor.get("grad_norm"),
+        "actor/entropy": actor.get("entropy"), "actor/answer_entropy": actor.get("answer_entropy"),
+        "actor/grad_norm": actor.get("grad_norm"),
         "actor/clip_frac_low": actor.get("clipfrac_low"), "actor/clip_frac_high": actor.get("clipfrac_high"),
         "actor/approx_kl": actor.get("approx_kl"), "actor/policy_loss": actor.get("policy_loss"),
         "actor/lr": actor.get("lr"),
@@ -153,6 +176,18 @@ def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
         out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
                     "critic/lr": critic.get("lr")})
     return {k: v for k, v in out.items() if v is not None}
+
+
+def rank_mean(run, stats: dict[str, float]) -> dict[str, float]:
+    """The mean over processes of each update stat (each rank trains on its share of the rows;
+    a stat a rank lacks, e.g. answer entropy without answer tokens, is averaged over the others),
+    so rank 0's metrics, and the health verdict read from them, speak for the whole batch."""
+    if run.world == 1:
+        return stats
+    parts: list = [None] * run.world
+    torch.distributed.all_gather_object(parts, stats)
+    keys = {k for part in parts for k in part}
+    return {k: sum(p[k] for p in parts if k in p) / sum(k in p for p in parts) for k in sorted(keys)}
 
 
 def passes(spec) -> int:

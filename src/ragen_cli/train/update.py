@@ -62,6 +62,9 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec) -> tupl
     ent = aggregate(entropy, mb.mask, a.loss_agg)
     loss = pg - a.entropy_coef * ent
     stats = {**stats, "policy_loss": pg.item(), "entropy": ent.item()}
+    if mb.answer_mask is not None and mb.answer_mask.sum() > 0:
+        am = mb.answer_mask[:, :T]
+        stats["answer_entropy"] = float((entropy.detach() * am).sum() / am.sum())
     if ref_logp is not None:
         kl_ref = aggregate(kl(logp, ref_logp[rows, :T], a.kl_estimator), mb.mask, a.loss_agg)
         loss = loss + a.kl_coef * kl_ref
