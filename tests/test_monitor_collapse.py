@@ -11,7 +11,7 @@ import torch
 from ragen_cli.monitor.collapse import cross_stats, in_group_std, prompt_entropy, spread_sample
 from ragen_cli.rollout.driver import answer_start
 from ragen_cli.rollout.types import Trajectory
-from ragen_cli.train.cross_score import cross_matrix, first_turn, pairs, reply_logprobs
+from ragen_cli.train.cross_score import common_prefix, cross_matrix, first_turn, pairs, reply_logprobs
 
 LOG2 = math.log(2)
 
@@ -114,14 +114,23 @@ def test_reply_logprobs_equal_a_plain_forward(tiny):
         assert value == pytest.approx(want, abs=1e-4)
 
 
-def test_cross_matrix_columns_are_prompts(tiny):
-    prompts = [list(range(300, 320)), list(range(400, 425))]
-    replies = [[5, 6], [7]]
+def test_common_prefix():
+    assert common_prefix([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert common_prefix([[1, 2, 3], [1, 2, 3]]) == 2  # each keeps its last token
+    assert common_prefix([[9, 1], [8, 1]]) == 0
+
+
+@pytest.mark.parametrize("shared_len", [0, 15])
+def test_cross_matrix_columns_are_prompts(tiny, shared_len):
+    # prompts sharing their first `shared_len` tokens (the common pass) or nothing
+    head = list(range(500, 500 + shared_len))
+    prompts = [head + list(range(300, 320)), head + list(range(400, 425)), head + list(range(300, 318))]
+    replies = [[5, 6], [7], [8, 9, 10]]
     m = cross_matrix(tiny, prompts, replies)
-    assert len(m) == 2 and len(m[0]) == 2
+    assert len(m) == 3 and len(m[0]) == 3
     for j, p in enumerate(prompts):
-        col = reply_logprobs(tiny, p, replies)
-        assert [row[j] for row in m] == pytest.approx(col)
+        col = reply_logprobs(tiny, p, replies)  # no shared pass
+        assert [row[j] for row in m] == pytest.approx(col, abs=1e-4)
 
 
 def test_pairs_keeps_a_spread_of_groups():

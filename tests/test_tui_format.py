@@ -103,3 +103,24 @@ def test_intervention_steps_skip_continue_decisions():
     events = [{"step": 3, "kind": "intervention", "action": "intervene"}, {"step": 4, "kind": "health"},
               {"step": 5, "kind": "intervention", "action": "continue"}, {"step": 6, "kind": "intervention", "action": "stop"}]
     assert intervention_steps(events) == [(3, "intervention"), (6, "intervention")]
+
+
+def test_header_names_the_signals_with_values_and_limits():
+    from ragen_cli.monitor.health import Reason, Verdict
+    from ragen_cli.tui.format import header_markup, reason_summary
+
+    v = Verdict("collapse", [Reason("no_variance", 1.0, 0.95, "100% of groups ...", "collapse"),
+                             Reason("entropy", 0.0123, 0.5, "policy entropy fell to 1%"),
+                             Reason("grad_norm", float("inf"), 5.0, "grad norm spike")], 11)
+    assert reason_summary(v) == "no_variance 1.00 (limit 0.95) · entropy 0.01 (limit 0.50) · grad_norm inf (limit 5.00)"
+    text = header_markup("r", "env bandit", [{"step": 11, "time": 1.0}], 30, [], v, 2.0)
+    assert text.splitlines()[1].endswith(reason_summary(v)) and text.splitlines()[2] == "100% of groups ..."
+
+
+def test_template_chart_lines():
+    template = next(c for c in CHARTS if c.key == "template")
+    hist = [{"step": 1, "collapse/mi_norm": 0.1, "collapse/retrieval_acc": 0.7, "collapse/retrieval_chance": 0.5},
+            {"step": 2, "collapse/mi_norm": 0.05}]
+    assert [(label, xs, ys) for label, xs, ys in chart_lines(template, hist)] == [
+        ("collapse/mi_norm", [1, 2], [0.1, 0.05]), ("collapse/retrieval_acc", [1], [0.7]),
+        ("collapse/retrieval_chance", [1], [0.5])]

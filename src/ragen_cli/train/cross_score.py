@@ -57,15 +57,35 @@ def pairs(trajs, max_replies: int, max_groups: int | None = None) -> tuple[list[
     return [list(p) for p in columns], weights, replies, own
 
 
+def common_prefix(prompts: list[list[int]]) -> int:
+    """Length of the longest token prefix all prompts share (each prompt keeps its last token)."""
+    n = min(len(p) for p in prompts) - 1
+    for i in range(max(n, 0)):
+        if any(p[i] != prompts[0][i] for p in prompts):
+            return i
+    return max(n, 0)
+
+
+def _extend(module, cache, ids: list[int]):
+    """`cache` (copied) run on through `ids`; a fresh cache when `cache` is None."""
+    cache = copy.deepcopy(cache) if cache is not None else None
+    if not ids:
+        return cache
+    return module(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True, logits_to_keep=1).past_key_values
+
+
 @torch.no_grad()
-def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: int = 16) -> list[float]:
-    """Mean per-token log p(reply | prompt) for each reply: the prompt (all but its last token)
-    runs once, its KV cache copied and repeated for each chunk's rows."""
+def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: int = 16,
+                   shared: tuple = (None, 0)) -> list[float]:
+    """Mean per-token log p(reply | prompt) for each reply. The prompt (all but its last token)
+    runs once, on from `shared` = (KV cache of its first k tokens, k) when given; its cache is
+    copied and repeated for each chunk of replies."""
     out: list[float] = []
     was_training = module.training
     module.eval()
-    head = torch.tensor([prompt[:-1]])
-    prefix = module(input_ids=head, use_cache=True, logits_to_keep=1).past_key_values if head.shape[1] else None
+    base, k = shared
+    prefix = _extend(module, base, prompt[k:-1])
+    n_head = len(prompt) - 1
     for lo in range(0, len(replies), chunk):
         part = replies[lo: lo + chunk]
         L = max(len(r) for r in part)
@@ -78,7 +98,7 @@ def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: i
             ids[b, : len(row)] = torch.tensor(row)
             target[b, : len(r)] = torch.tensor(r)
             mask[b, : len(r)] = 1.0
-        attn = torch.cat([torch.ones(len(part), head.shape[1], dtype=torch.long), mask.long()], dim=1)
+        attn = torch.cat([torch.ones(len(part), n_head, dtype=torch.long), mask.long()], dim=1)
         if prefix is not None:
             cache = copy.deepcopy(prefix)
             cache.batch_repeat_interleave(len(part))
@@ -91,16 +111,24 @@ def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: i
     return out
 
 
+@torch.no_grad()
 def cross_matrix(module, prompts: list[list[int]], replies: list[list[int]], rank: int = 0,
                  world: int = 1) -> list[list[float]]:
-    """cross[i][j] = mean per-token log p(replies[i] | prompts[j]). With several processes each
-    scores the columns j = rank (mod world) and the columns are all-gathered; every process
-    runs the same number of forwards (the last column is repeated to pad), as ZeRO-3 needs."""
+    """cross[i][j] = mean per-token log p(replies[i] | prompts[j]). The prompts' common prefix
+    (system message and instructions: most of a prompt) runs once; each prompt then runs only
+    its own rest. With several processes each scores the columns j = rank (mod world) and the
+    columns are all-gathered; every process runs the same number of forwards (the last column
+    is repeated to pad), as ZeRO-3 needs."""
+    k = common_prefix(prompts)
+    was_training = module.training
+    module.eval()
+    shared = (_extend(module, None, prompts[0][:k]), k)
+    module.train(was_training)
     mine = list(range(rank, len(prompts), world))
     rounds = -(-len(prompts) // world)
-    cols = {j: reply_logprobs(module, prompts[j], replies) for j in mine}
+    cols = {j: reply_logprobs(module, prompts[j], replies, shared=shared) for j in mine}
     for _ in range(rounds - len(mine)):
-        reply_logprobs(module, prompts[-1], replies)
+        reply_logprobs(module, prompts[-1], replies, shared=shared)
     if world > 1:
         parts: list = [None] * world
         torch.distributed.all_gather_object(parts, cols)

@@ -73,7 +73,8 @@ def verdict_markup(level: str) -> str:
 
 def header_markup(name: str, spec_desc: str, history: list[dict], total: int | None, events: list[dict],
                   verdict: Verdict | None, now: float) -> str:
-    """The two header lines: run, spec, progress, elapsed / ETA, verdict and its first reason."""
+    """The header: run, spec, progress, elapsed / ETA, the verdict and the signals that drove it
+    (value against threshold), then the first reason in words."""
     start, end = run_start(history, events), run_end(events)
     elapsed = None if start is None else (end or now) - start
     step = history[-1]["step"] if history else "-"
@@ -85,8 +86,17 @@ def header_markup(name: str, spec_desc: str, history: list[dict], total: int | N
     level = verdict.level if verdict else "healthy"
     line2 += verdict_markup(level)
     if verdict and verdict.reasons:
-        line2 += f"  {escape(verdict.reasons[0].message)}"
+        line2 += "  " + escape(reason_summary(verdict))
+        return line1 + "\n" + line2 + "\n" + escape(verdict.reasons[0].message)
     return line1 + "\n" + line2
+
+
+def reason_summary(verdict: Verdict) -> str:
+    """'signal value (limit threshold)' for each reason of a verdict, e.g.
+    'no_variance 1.00 (limit 0.95) · entropy 0.01 (limit 0.50)'."""
+    def num(x: float) -> str:
+        return "inf" if x == float("inf") else f"{x:.3g}" if abs(x) >= 10 else f"{x:.2f}"
+    return " · ".join(f"{r.signal} {num(r.value)} (limit {num(r.threshold)})" for r in verdict.reasons)
 
 
 def event_row(event: dict) -> tuple[str, str, str]:

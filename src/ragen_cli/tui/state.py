@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
-
 from ragen_cli.monitor.health import Verdict, assess
+from ragen_cli.monitor.replay import health_spec, training_history
 from ragen_cli.monitor.rundir import RunDir
 from ragen_cli.spec.health_spec import HealthSpec
 
@@ -43,11 +42,7 @@ def spec_info(spec_text: str | None, plan: dict | None, fallback_name: str) -> S
     algo = get(spec, "algorithm", "preset") or get(spec, "algorithm", "adv_estimator")
     model = get(spec, "model", "name")
     desc = "  ".join(f"{k} {v}" for k, v in (("env", env), ("algo", algo), ("model", model)) if v)
-    note = ""
-    try:
-        health = HealthSpec(**(get(spec, "monitor", "health") or {}))
-    except (ValidationError, TypeError) as exc:
-        health, note = HealthSpec(), f"monitor.health ignored: {str(exc).splitlines()[0]}"
+    health, note = health_spec(spec)
     return SpecInfo(str(spec.get("name") or fallback_name), desc, total if isinstance(total, int) else None, health, note)
 
 
@@ -120,7 +115,7 @@ class RunState:
             self.verdicts = []
         cfg = self.health
         for i in range(len(self.verdicts), len(self.history)):
-            self.verdicts.append(assess(self.history[: i + 1], cfg))
+            self.verdicts.append(assess(training_history(self.history[: i + 1]), cfg))
         return True
 
     def trajectories(self, step: int) -> list[dict]:

@@ -23,10 +23,12 @@ class ChartSpec:
 CHARTS = (
     ChartSpec("reward", "reward mean (± std)", ("reward/mean",), band="reward/std"),
     ChartSpec("success", "success: train, val", ("train/success", "val/*/success")),
-    ChartSpec("entropy", "entropy", ("actor/entropy",)),
+    ChartSpec("entropy", "entropy: all tokens, answer tokens", ("actor/entropy", "actor/answer_entropy")),
+    ChartSpec("template", "state dependence: I(X;Z)/H(X), retrieval acc, chance",
+              ("collapse/mi_norm", "collapse/retrieval_acc", "collapse/retrieval_chance")),
     ChartSpec("grad", "grad norm", ("actor/grad_norm", "critic/grad_norm")),
     ChartSpec("length", "response tokens / turn", ("episode/response_tokens_per_turn",)),
-    ChartSpec("filter", "filter: kept frac, in-group std", ("filter/kept_frac", "filter/in_group_std_before")),
+    ChartSpec("filter", "in-group std (task reward), zero-std groups", ("reward/task_in_group_std", "filter/zero_std_frac")),
 )
 
 
@@ -77,7 +79,7 @@ class MetricChart(PlotextPlot):
 
 
 class ChartsPanel(Grid):
-    """The six charts in a grid; `draw(history, alarms)` redraws all of them."""
+    """The charts in a grid; `draw(history, alarms)` redraws all of them."""
 
     def compose(self):
         for spec in CHARTS:

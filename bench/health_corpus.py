@@ -1,0 +1,158 @@
+"""The health detector against a corpus of real runs (bench/health_corpus/): does it catch every
+run that collapsed, ahead of the collapse, and call no run that learned a collapse?
+
+    .venv/bin/python bench/health_corpus.py                      # table, then one JSON line
+    .venv/bin/python bench/health_corpus.py collect RUN_DIR ...  # copy finished runs in (compact)
+    .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
+
+Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
+validation success of the training env (v_0 at step 0, best, final) and the first action of
+the trajectories saved each step:
+- learns: final >= v_0 + GAIN and final keeps at least half of the gain (best - v_0);
+- collapse (echo trap): best >= v_0 + GAIN but final keeps less than half of the gain; onset:
+  the first validation step after the best from which v never again exceeds v_0 + gain / 2;
+- collapse (template): best < v_0 + GAIN, and from some step on every step's saved
+  trajectories share one first action in at least SETTLED of them; onset: the first such step;
+- none: neither (listed, counted in neither class).
+The detector runs with the current HealthSpec defaults (what a user gets), not the thresholds a
+run was trained with. Lead = labelled onset - first warning (steps); a collapse run is caught
+when the detector says collapse at any step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+CORPUS = Path(__file__).parent / "health_corpus"
+GAIN = 0.2
+SETTLED = 0.85  # 7 of the 8 trajectories a step saves by default
+KEEP_TRAJ = 3  # full trajectory files kept per run: first, middle, last step
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def first_action(traj: dict) -> str:
+    """The env's reading of the first action (Bandit: the arm), else the action text."""
+    info = traj.get("info") or {}
+    if isinstance(info.get("arm"), str):
+        return info["arm"]
+    turns = traj.get("turns") or []
+    actions = turns[0].get("actions") if turns else []
+    return " ".join(actions[0].lower().split()) if actions else "<none>"
+
+
+def collect(run_dirs: list[Path]) -> None:
+    """Copy each run's metrics.jsonl, spec.yaml, events.jsonl, first actions per step
+    (actions.jsonl) and KEEP_TRAJ trajectory files into the corpus."""
+    for src in run_dirs:
+        dst = CORPUS / "runs" / src.name
+        (dst / "trajectories").mkdir(parents=True, exist_ok=True)
+        for name in ("metrics.jsonl", "spec.yaml", "events.jsonl"):
+            shutil.copy(src / name, dst / name)
+        files = sorted((src / "trajectories").glob("step-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
+        with open(dst / "actions.jsonl", "w") as f:
+            for p in files:
+                f.write(json.dumps({"step": int(p.stem.split("-")[1]), "actions": [first_action(t) for t in _jsonl(p)]}) + "\n")
+        for p in {files[0], files[len(files) // 2], files[-1]} if files else ():
+            shutil.copy(p, dst / "trajectories" / p.name)
+        print(f"collected {src} -> {dst}")
+
+
+def val_series(metrics: list[dict], env: str) -> list[tuple[int, float]]:
+    key = f"val/{env}/success"
+    return [(m["step"], m[key]) for m in metrics if isinstance(m.get(key), (int, float))]
+
+
+def settled_from(actions: list[dict]) -> int | None:
+    """The first step from which every step's modal first action has share >= SETTLED."""
+    onset = None
+    for rec in actions:
+        acts = rec["actions"]
+        share = max(acts.count(a) for a in set(acts)) / len(acts) if acts else 0.0
+        if share >= SETTLED:
+            onset = rec["step"] if onset is None else onset
+        else:
+            onset = None
+    return onset
+
+
+def label(run: Path) -> dict:
+    """The labelling rule of the module docstring for one corpus run."""
+    import yaml
+
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    env = spec["env"]["train"]["name"]
+    vals = val_series(_jsonl(run / "metrics.jsonl"), env)
+    v0, final = vals[0][1], vals[-1][1]
+    best_step, best = max(vals, key=lambda sv: (sv[1], -sv[0]))
+    half = v0 + (best - v0) / 2
+    out = {"run": run.name, "env": env, "v0": v0, "best": best, "final": final}
+    if best >= v0 + GAIN and final >= half:
+        return {**out, "label": "learns", "onset": None, "why": "final keeps at least half of a gain >= 0.2"}
+    if best >= v0 + GAIN:
+        after = [(s, v) for s, v in vals if s > best_step]
+        onset = next(s for i, (s, v) in enumerate(after) if all(w <= half for _, w in after[i:]))
+        return {**out, "label": "collapse", "onset": onset, "why": "echo trap: lost more than half of its gain"}
+    settled = settled_from(_jsonl(run / "actions.jsonl"))
+    if settled is not None:
+        return {**out, "label": "collapse", "onset": settled, "why": "template: no gain, replies settled on one action"}
+    return {**out, "label": "none", "onset": None, "why": "no gain, no template"}
+
+
+def evaluate(labels: list[dict]) -> tuple[list[dict], dict]:
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    rows = []
+    for lab in labels:
+        t = replay(CORPUS / "runs" / lab["run"], HealthSpec())
+        warn = next((v.step for v in t.verdicts if v.level != "healthy"), None)
+        coll = next((v.step for v in t.verdicts if v.level == "collapse"), None)
+        lead = lab["onset"] - warn if lab["onset"] is not None and warn is not None else None
+        rows.append({**lab, "first_warning": warn, "first_collapse": coll, "lead": lead})
+    learn = [r for r in rows if r["label"] == "learns"]
+    coll = [r for r in rows if r["label"] == "collapse"]
+    leads = [r["lead"] for r in coll if r["first_collapse"] is not None and r["lead"] is not None]
+    summary = {
+        "learning_runs": len(learn),
+        "false_collapse": sum(r["first_collapse"] is not None for r in learn),
+        "collapse_runs": len(coll),
+        "caught": sum(r["first_collapse"] is not None for r in coll),
+        "median_lead_steps": statistics.median(leads) if leads else None,
+    }
+    return rows, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label"])
+    ap.add_argument("runs", nargs="*", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "collect":
+        collect(args.runs)
+        return 0
+    if args.command == "label":
+        labels = [label(p) for p in sorted((CORPUS / "runs").iterdir()) if p.is_dir()]
+        (CORPUS / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
+        for lab in labels:
+            print(f"{lab['run']:28s} {lab['label']:9s} onset {lab['onset']}  ({lab['why']})")
+        return 0
+    rows, summary = evaluate(json.loads((CORPUS / "labels.json").read_text()))
+    print(f"{'run':28s} {'label':9s} {'v0':>5s} {'best':>5s} {'final':>5s} {'onset':>5s} {'warn':>5s} {'coll':>5s} {'lead':>5s}")
+    for r in rows:
+        cells = [r["onset"], r["first_warning"], r["first_collapse"], r["lead"]]
+        print(f"{r['run']:28s} {r['label']:9s} {r['v0']:5.2f} {r['best']:5.2f} {r['final']:5.2f} "
+              + " ".join(f"{'-' if c is None else c:>5}" for c in cells))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

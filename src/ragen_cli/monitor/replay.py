@@ -1,0 +1,85 @@
+"""Replaying the health detector over a run directory, as the trainer saw each step.
+
+The trainer's history holds the records of training steps 1, 2, ...; the step-0 line of
+metrics.jsonl (validation of the base model) is not part of it, so a replay drops it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from ragen_cli.monitor.health import Verdict, assess
+from ragen_cli.monitor.rundir import RunDir
+from ragen_cli.spec.health_spec import HealthSpec
+
+
+def training_history(records: list[dict]) -> list[dict]:
+    """The records the trainer's detector sees: training steps (step >= 1) in step order."""
+    return [r for r in records if isinstance(r.get("step"), int) and r["step"] >= 1]
+
+
+def health_spec(spec: object) -> tuple[HealthSpec, str]:
+    """The run's own `monitor.health` (a parsed spec mapping), or the defaults and a note on why."""
+    section = spec.get("monitor", {}) if isinstance(spec, dict) else {}
+    section = section.get("health") if isinstance(section, dict) else None
+    try:
+        return HealthSpec(**(section or {})), ""
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        return HealthSpec(), f"monitor.health ignored, defaults used: {where}: {first.get('msg')}{more}"
+    except TypeError as exc:
+        return HealthSpec(), f"monitor.health ignored, defaults used: {exc}"
+
+
+@dataclass
+class Timeline:
+    """The verdict of every training step of one run."""
+
+    run: str
+    steps: list[int]
+    verdicts: list[Verdict]
+    note: str = ""
+    changes: list[dict] = field(default_factory=list)
+
+    def first(self, level: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.level == level), None)
+
+    def to_json(self) -> dict:
+        warn, coll = self.first("warning"), self.first("collapse")
+        return {
+            "run": self.run,
+            "first_warning": warn.step if warn else None,
+            "first_collapse": coll.step if coll else None,
+            "levels": [v.level for v in self.verdicts],
+            "steps": self.steps,
+            "changes": self.changes,
+            **({"note": self.note} if self.note else {}),
+        }
+
+
+def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
+    """The detector over `run_dir`'s metrics with the run's own HealthSpec (or `cfg`)."""
+    run = RunDir(run_dir)
+    note = ""
+    if cfg is None:
+        text = run.read_spec_text()
+        try:
+            spec = yaml.safe_load(text) if text else {}
+        except yaml.YAMLError:
+            spec = {}
+        cfg, note = health_spec(spec)
+    history = training_history(run.read_metrics())
+    verdicts = [assess(history[: i + 1], cfg) for i in range(len(history))]
+    changes, level = [], "healthy"
+    for v in verdicts:
+        if v.level != level:
+            changes.append({"step": v.step, "level": v.level, "previous": level,
+                            "reasons": [{"signal": r.signal, "message": r.message} for r in v.reasons]})
+            level = v.level
+    return Timeline(str(run_dir), [r["step"] for r in history], verdicts, note, changes)
