@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml"
 
@@ -24,6 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
     # 2 groups x 2 rollouts, keep all 4; micro 1 x 2 ranks: each rank trains 2 rows per step.
     sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
@@ -45,3 +45,68 @@ def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
     metrics = [json.loads(line) for line in (tmp_path / "mp" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2] and metrics[-1]["actor/grad_norm"] > 0
     assert (tmp_path / "mp" / "checkpoints" / "step-2" / "model" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_two_processes_take_one_health_decision(tmp_path, tiny_model_dir):
+    # Greedy sampling: each group's 2 rollouts are identical, so every group has zero reward std
+    # (a no-signal run): warning at step 1, collapse and stop at step 2 (empty_stop_steps 2).
+    # Both ranks must stop at step 2 in lockstep; a rank that trained on would wait forever in
+    # the next collective. (That the verdict is rank 0's even when the ranks' histories differ
+    # is shown by test_health_verdict_is_rank_zeros.)
+    sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
+            "algorithm.filter.keep_ratio=1.0", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
+            "rollout.max_tokens_per_turn=8", "rollout.temperature=0", "train.micro_batch=1", "train.steps=4",
+            "deepspeed.precision=fp32", "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}",
+            "env.val.every=0", "checkpoint.every=0", "monitor.health.no_signal_steps=1",
+            "monitor.health.empty_stop_steps=2", f"output.dir={tmp_path}", "name=mph"]
+    ragen = Path(sys.executable).parent / "ragen"
+    args = [str(ragen), "train", str(SPEC)] + [x for s in sets for x in ("--set", s)]
+    env = {**os.environ, "RAGEN_DS_SHM_COMM": "0"}
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(line) for line in (tmp_path / "mph" / "events.jsonl").read_text().splitlines()]
+    assert [(e["step"], e["level"]) for e in events if e["kind"] == "health"] == [(1, "warning"), (2, "collapse")]
+    stops = [e for e in events if e["kind"] == "intervention"]
+    assert [(e["step"], e["action"]) for e in stops] == [(2, "stop")]
+    end = events[-1]
+    assert end["kind"] == "end" and end["step"] == 2 and end["stopped"] is True
+    assert len(end["rank_checksums"]) == 2 and end["rank_checksums"][0] == end["rank_checksums"][1]
+
+
+def _decide_on_rank(rank: int, port: int, out) -> None:
+    """One of two gloo processes: a collapsed history on rank 0, a healthy one on rank 1."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from ragen_cli.monitor.health import HealthTracker
+    from ragen_cli.spec.health_spec import HealthSpec
+    from ragen_cli.train.runtime import health_decision
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    zero = 1.0 if rank == 0 else 0.1  # rank 0: every group without reward variance since step 1
+    history = [{"step": t, "filter/zero_std_frac": zero} for t in range(1, 4)]
+    cfg = HealthSpec(action="stop", no_signal_steps=1, empty_stop_steps=3)
+    state = SimpleNamespace(history=history, keep_ratio=0.25, interventions=0, last_intervention_step=None)
+    run = SimpleNamespace(spec=SimpleNamespace(monitor=SimpleNamespace(health=cfg)), state=state, rank=rank, world=2,
+                          tracker=HealthTracker(), event=lambda *a, **k: None, say=lambda text: None)
+    decision = health_decision(run, 3)
+    out.put((rank, run.tracker.level, decision.action))
+    dist.destroy_process_group()
+
+
+def test_health_verdict_is_rank_zeros():
+    # Rank 0's history says "no signal for 3 steps" (collapse, stop); rank 1's says nothing is
+    # wrong. Each deciding alone would split (stop / continue); both take rank 0's verdict.
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=_decide_on_rank, args=(r, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    assert results == [(0, "collapse", "stop"), (1, "collapse", "stop")]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragen_cli.eval.manifest import content_hash
+from ragen_cli.models.verify import safetensors_shapes, weight_problems
 
 _STEP = re.compile(r"^(\.tmp-)?step-(\d+)$")
 # config.json keys that must agree for two directories to be the same model architecture.
@@ -130,6 +131,9 @@ def load_checkpoint(path: str | Path, base: str | None = None) -> Policy:
     step = int(state.get("step", step))
     base_dir = _base_dir(ckpt, state, base)
     if lora:
+        unreadable = safetensors_shapes(sorted(model.glob("adapter_model*.safetensors")))[1]
+        if unreadable:
+            raise EvalInputError(f"checkpoint {ckpt} has a broken adapter: {'; '.join(unreadable)}")
         policy = Policy(label=str(ckpt), kind="lora-checkpoint", tokenizer_dir=base_dir, base_dir=base_dir,
                         adapter_dir=model, checkpoint=ckpt, step=step, content_hash=content_hash(model))
         check_adapter_fits(policy, state.get("base_model"))
@@ -140,6 +144,9 @@ def load_checkpoint(path: str | Path, base: str | None = None) -> Policy:
             raise EvalInputError(
                 f"checkpoint {ckpt} belongs to another model: its weights differ from {base_dir} "
                 f"({'; '.join(bad)})")
+    broken = weight_problems(model)
+    if broken:
+        raise EvalInputError(f"checkpoint {ckpt} cannot be loaded whole, so it is not evaluated: {'; '.join(broken)}")
     tok = model if (model / "tokenizer_config.json").exists() else base_dir
     if tok is None:
         raise EvalInputError(f"checkpoint {ckpt} has no tokenizer files and its base model is unknown")

@@ -34,12 +34,18 @@ def load_tokenizer(path: str | Path):
 
 def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu"):
     """A causal LM from a model directory, in `dtype` ("float32"/"fp32", "bfloat16"/"bf16", ...)
-    on `device`, in eval mode (call `.train()` to train it)."""
+    on `device`, in eval mode (call `.train()` to train it). Strict: a missing, unexpected or
+    mis-shaped tensor is a ValueError, never a randomly initialised weight."""
     from ragen_cli.models.builtin import canonical_dtype
 
     set_ds_accelerator()
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, canonical_dtype(dtype)))
+    model, info = AutoModelForCausalLM.from_pretrained(str(path), dtype=getattr(torch, canonical_dtype(dtype)),
+                                                       output_loading_info=True)
+    wrong = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
+    if wrong:  # transformers would go on with random weights for what is missing
+        parts = [f"{k.replace('_', ' ')}: {', '.join(map(str, sorted(v)[:5]))}" for k, v in wrong.items()]
+        raise ValueError(f"model directory {path} cannot be loaded whole ({'; '.join(parts)})")
     return model.to(device).eval()

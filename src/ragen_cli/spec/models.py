@@ -185,8 +185,8 @@ class CheckpointSpec(Section):
 
 
 class CollapseSpec(Section):
-    every: int = Field(1, ge=0, description="Compute the template-collapse metrics (collapse/*: I(X;Z), H(Z|X), retrieval accuracy) every this many steps; 0 turns them off.")
-    replies: int = Field(32, ge=2, description="First-turn replies cross-scored under every distinct initial-state prompt (spread over the chosen groups); the cost grows with replies x prompts.")
+    every: int = Field(2, ge=0, description="Compute the template-collapse metrics (collapse/*: I(X;Z), H(Z|X), retrieval accuracy) every this many steps; 0 turns them off. Each computation costs about a quarter of a Bandit step on 2 CPU cores with 32 replies (docs/health.md).")
+    replies: int = Field(16, ge=2, description="First-turn replies cross-scored under every distinct initial-state prompt (spread over the chosen groups); the cost grows with replies x prompts.")
     groups: int = Field(8, ge=2, description="Initial states (groups, spread over the step's P) whose prompts and replies are cross-scored: one prompt forward each, the main cost.")
 
 

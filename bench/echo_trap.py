@@ -1,0 +1,78 @@
+"""Figures and a table for docs/echo-trap.md: vanilla StarPO against StarPO-S, from the corpus
+copies of the runs (bench/health_corpus/runs), so anyone can redraw them without retraining.
+
+    .venv/bin/python bench/echo_trap.py --env bandit --out docs/figures/echo-trap-bandit.png
+
+Runs are picked by name: `{env}-s-seed*` (StarPO-S) and `{env}-starpo-seed*` (vanilla StarPO).
+Four panels per step: validation success on the training env, in-group std of the task
+reward, policy entropy and I(X;Z)/H(X); each run's first warning (triangle) and first collapse
+(cross) from replaying the detector with the current defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+CORPUS = Path(__file__).parent / "health_corpus" / "runs"
+PANELS = [("val/{env}/success", "validation success"), ("reward/task_in_group_std", "in-group std (task reward)"),
+          ("actor/entropy", "entropy (nats)"), ("collapse/mi_norm", "I(X;Z) / H(X)")]
+VARIANTS = [("s", "StarPO-S", "tab:blue"), ("starpo", "StarPO (no filter)", "tab:red")]
+
+
+def load(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--env", default="bandit")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
+    print(f"{'run':26s} {'v0':>5s} {'best':>5s} {'final':>5s} {'warn':>5s} {'coll':>5s}")
+    for tag, label, color in VARIANTS:
+        runs = sorted(CORPUS.glob(f"{args.env}-{tag}-seed*"))
+        for k, run in enumerate(runs):
+            recs = load(run)
+            t = replay(run, HealthSpec())
+            at = {v.step: v.level for v in t.verdicts}
+            warn = next((s for s, lv in at.items() if lv != "healthy"), None)
+            coll = next((s for s, lv in at.items() if lv == "collapse"), None)
+            val = [(r["step"], r[f"val/{args.env}/success"]) for r in recs if f"val/{args.env}/success" in r]
+            print(f"{run.name:26s} {val[0][1]:5.2f} {max(v for _, v in val):5.2f} {val[-1][1]:5.2f} "
+                  f"{'-' if warn is None else warn:>5} {'-' if coll is None else coll:>5}")
+            for ax, (key, title) in zip(axes, PANELS):
+                name = key.format(env=args.env)
+                pts = [(r["step"], r[name]) for r in recs if isinstance(r.get(name), (int, float))]
+                if not pts:
+                    continue
+                xs, ys = zip(*pts)
+                ax.plot(xs, ys, color=color, alpha=0.75, lw=1.3, label=label if k == 0 else None,
+                        marker="o" if name.startswith("val/") else None, ms=3)
+                for step, marker in ((warn, "^"), (coll, "x")):
+                    if step is not None:
+                        y = next((v for s, v in pts if s >= step), pts[-1][1])
+                        ax.plot([step], [y], marker=marker, color=color, ms=8, mew=2, ls="none")
+                ax.set_title(title, fontsize=10)
+                ax.set_xlabel("step")
+    axes[0].legend(fontsize=8, loc="best")
+    fig.suptitle(f"{args.env}: StarPO vs StarPO-S (triangle: first warning, cross: first collapse)", fontsize=11)
+    fig.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
