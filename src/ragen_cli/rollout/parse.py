@@ -16,13 +16,7 @@ only separators) is a format error here; the reference passes an empty action li
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-
-_THINK_ANSWER = re.compile(r"<think>(.*?)</think>\s*<answer>(.*?)</answer>", re.DOTALL)
-# Answer-only mode: `<answer>` is pre-filled, so a reply that ends (end of turn) before writing
-# `</answer>` still has a complete answer block; small models often stop right after the action.
-_ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -43,20 +37,57 @@ def split_actions(answer: str, sep: str, max_actions: int) -> list[str]:
     return [piece for piece in pieces if piece][: max(0, max_actions)]
 
 
+def _think_answer(text: str) -> tuple[str, str] | None:
+    """(think, answer) of the leftmost, laziest match of `<think>(.*?)</think>\\s*<answer>(.*?)</answer>`
+    (the reference's `re.search`), found in linear time: the regex backtracks once per `<think>`
+    and takes seconds on a reply that repeats the tag (issue 21).
+
+    Why this is the regex's match: a `</think>` that completes a match after some `<think>` also
+    completes one after any earlier `<think>`, so the leftmost match starts at the first
+    `<think>`; its lazy first group ends at the first `</think>` after it that is followed by
+    white space, `<answer>` and, somewhere later, `</answer>`; the lazy second group ends at the
+    first `</answer>` after that `<answer>`."""
+    start = text.find("<think>")
+    if start < 0:
+        return None
+    last_close = text.rfind("</answer>")
+    j = text.find("</think>", start + 7)
+    while j >= 0:
+        k = j + 8
+        while k < len(text) and text[k].isspace():
+            k += 1
+        if text.startswith("<answer>", k):
+            if last_close < k + 8:
+                return None  # no `</answer>` after this `<answer>`, nor after any later one
+            return text[start + 7: j], text[k + 8: text.find("</answer>", k + 8)]
+        j = text.find("</think>", j + 1)
+    return None
+
+
+def _answer_only(text: str) -> str | None:
+    """The first `<answer>` block: up to the next `</answer>`, else to the end (`_ANSWER`)."""
+    start = text.find("<answer>")
+    if start < 0:
+        return None
+    end = text.find("</answer>", start + 8)
+    return text[start + 8: end if end >= 0 else len(text)]
+
+
 def parse_reply(text: str, think: bool, sep: str, max_actions: int) -> ParsedReply:
-    """Parse `text` (the full reply, including any pre-filled `<think>`) into actions.
+    """Parse `text` (the full reply, including any pre-filled `<think>`) into actions, in time
+    linear in its length.
 
     The first match of the pattern wins; text before or after it is ignored (the reference
     code does the same with `re.search`)."""
     if think:
-        match = _THINK_ANSWER.search(text)
-        if match is None:
+        found = _think_answer(text)
+        if found is None:
             return ParsedReply()
-        thought, answer = match.group(1).strip(), match.group(2).strip()
+        thought, answer = found[0].strip(), found[1].strip()
     else:
-        match = _ANSWER.search(text)
-        if match is None:
+        found_answer = _answer_only(text)
+        if found_answer is None:
             return ParsedReply()
-        thought, answer = "", match.group(1).strip()
+        thought, answer = "", found_answer.strip()
     actions = split_actions(answer, sep, max_actions)
     return ParsedReply(actions=actions, format_ok=bool(actions), think=thought, answer=answer)
