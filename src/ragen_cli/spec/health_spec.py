@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class HealthSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     enabled: bool = Field(True, description="Run the Echo Trap detector every step.")
     action: Literal["warn", "stop", "intervene"] = Field(

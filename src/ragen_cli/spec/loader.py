@@ -49,6 +49,8 @@ def parse_override(raw: str) -> tuple[Override | None, Problem | None]:
     key = key.strip()
     if not eq or not key:
         return None, Problem(where, "", "expected KEY=VALUE, e.g. --set train.steps=10")
+    if any(not part.split("[")[0] and not part.startswith("[") or part == "" for part in key.split(".")):
+        return None, Problem(where, key, "empty key name between dots (e.g. train..steps); write the full path: train.steps")
     try:
         path = split_path(key)
         value = load_scalar(text) if text.strip() else ""

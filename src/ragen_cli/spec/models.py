@@ -16,7 +16,7 @@ from ragen_cli.spec.health_spec import HealthSpec
 class Section(BaseModel):
     """Base for all spec sections: unknown keys are errors, values never change after loading."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------------------- model

@@ -60,7 +60,32 @@ def _scalar(loader: SpecLoader, node: yaml.ScalarNode) -> Any:
     return loader.construct_object(node, deep=True)
 
 
-def _walk(loader: SpecLoader, node: yaml.Node, path: Path, out: Located, problems: list[Problem]) -> Any:
+MAX_NODES = 100_000
+"""Values a spec may expand to (a real spec has a few hundred): an alias bomb of 7 lines, each
+anchor a list of nine of the previous one, expands to 9^7 = 4.8 million."""
+MAX_DEPTH = 64
+"""Nesting depth of a spec (a real one has 5)."""
+
+
+class SpecTooLarge(Exception):
+    """The YAML expands past MAX_NODES values or MAX_DEPTH levels, or an alias refers to itself."""
+
+    def __init__(self, node: yaml.Node, message: str):
+        super().__init__(message)
+        self.node = node
+
+
+def _walk(loader: SpecLoader, node: yaml.Node, path: Path, out: Located, problems: list[Problem],
+          budget: list[int] | None = None, open_nodes: frozenset[int] = frozenset()) -> Any:
+    budget = budget if budget is not None else [MAX_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecTooLarge(node, f"the file expands to more than {MAX_NODES} values (aliases that repeat aliases?)")
+    if len(path) > MAX_DEPTH:
+        raise SpecTooLarge(node, f"values nested more than {MAX_DEPTH} levels deep")
+    if id(node) in open_nodes:
+        raise SpecTooLarge(node, "an alias refers to the value that contains it (a cycle)")
+    open_nodes = open_nodes | {id(node)} if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) else open_nodes
     out.values[path] = _mark(node)
     if isinstance(node, yaml.MappingNode):
         data: dict[Any, Any] = {}
@@ -76,13 +101,13 @@ def _walk(loader: SpecLoader, node: yaml.Node, path: Path, out: Located, problem
                 first = out.keys[sub][0]
                 problems.append(Problem(f"{out.file}:{line}:{col}", join_path(sub), f"duplicate key (first set on line {first})"))
             out.keys[sub] = _mark(key_node)
-            data[key] = _walk(loader, value_node, sub, out, problems)
+            data[key] = _walk(loader, value_node, sub, out, problems, budget, open_nodes)
         return data
     if isinstance(node, yaml.SequenceNode):
         items = []
         for i, item in enumerate(node.value):
             out.keys[(*path, i)] = _mark(item)
-            items.append(_walk(loader, item, (*path, i), out, problems))
+            items.append(_walk(loader, item, (*path, i), out, problems, budget, open_nodes))
         return items
     return _scalar(loader, node)
 
@@ -90,8 +115,9 @@ def _walk(loader: SpecLoader, node: yaml.Node, path: Path, out: Located, problem
 def load_located(text: str, file: str) -> tuple[Located, list[Problem]]:
     """Parse YAML `text` into data with positions; syntax errors become one `Problem`."""
     out = Located(data=None, file=file)
-    loader = SpecLoader(text)
+    loader = None
     try:
+        loader = SpecLoader(text)  # the reader rejects forbidden characters here already
         node = loader.get_single_node()
         if node is None:
             return out, [Problem(f"{file}:1:1", "", "the file is empty; a spec needs at least `name` and `env`")]
@@ -103,5 +129,17 @@ def load_located(text: str, file: str) -> tuple[Located, list[Problem]]:
         where = f"{file}:{mark.line + 1}:{mark.column + 1}" if mark else f"{file}:1:1"
         what = " ".join(x for x in (exc.context, exc.problem) if x)
         return out, [Problem(where, "", f"YAML syntax error: {what}")]
+    except yaml.reader.ReaderError as exc:  # a character YAML forbids, found before any parsing
+        line = text.count("\n", 0, exc.position) + 1
+        col = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return out, [Problem(f"{file}:{line}:{col}", "", f"character U+{exc.character:04X} is not allowed in YAML "
+                             "(a control character or NUL byte: is this a text file?)")]
+    except SpecTooLarge as exc:
+        out.data = None
+        return out, [Problem(f"{file}:{_mark(exc.node)[0]}:{_mark(exc.node)[1]}", "", str(exc))]
+    except RecursionError:  # the composer recurses once per nesting level
+        out.data = None
+        return out, [Problem(f"{file}:1:1", "", "values nested too deeply to read (hundreds of [ or { levels)")]
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
