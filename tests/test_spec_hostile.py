@@ -90,3 +90,17 @@ def test_any_text_loads_or_is_a_spec_error(text):
             assert all(pr.where.startswith(str(p)) or pr.where.startswith("h.yaml") or p.name in pr.where
                        for pr in err.problems)
         assert time.perf_counter() - start < 2.0
+
+
+def test_class_cpu_rules_apply_to_device_auto_on_a_cpu_machine():
+    from ragen_cli.device import detect_device
+
+    r = validate(SPEC, "deepspeed.device=auto", "deepspeed.precision=fp16")
+    if detect_device() == "cpu":  # every CI machine of this project
+        assert r.exit_code == 2 and "deepspeed.precision" in r.output and "device auto: this machine has no GPU" in r.output
+        r = validate(SPEC, "deepspeed.device=auto", "deepspeed.zero_stage=2", "deepspeed.offload=cpu")
+        assert r.exit_code == 2 and "deepspeed.offload" in r.output
+    else:
+        assert r.exit_code == 0
+    r = validate(SPEC, "deepspeed.device=cuda", "deepspeed.precision=fp16")  # explicit cuda: no CPU rule
+    assert "fp16 does not train on CPU" not in r.output

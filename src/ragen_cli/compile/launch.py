@@ -12,10 +12,9 @@ binding (`--bind_cores_to_rank`) needs `numactl`, which is not installed here, s
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass
 
+from ragen_cli.device import resolved
 from ragen_cli.spec.models import RunSpec
 
 MODEL_DIR = "{model_dir}"
@@ -34,13 +33,8 @@ class Launch:
     argv: tuple[str, ...]
 
 
-def detect_device() -> str:
-    """'cuda' when an NVIDIA driver is visible, else 'cpu' (no torch import: it takes seconds)."""
-    return "cuda" if shutil.which("nvidia-smi") and os.path.exists("/dev/nvidiactl") else "cpu"
-
-
 def resolve_device(spec: RunSpec) -> str:
-    return detect_device() if spec.deepspeed.device == "auto" else spec.deepspeed.device
+    return resolved(spec.deepspeed.device)
 
 
 def vllm_lora_rank(rank: int) -> int:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ragen_cli.compile.sizes import derive_sizes, size_problems
+from ragen_cli.device import resolved
 from ragen_cli.spec.models import RunSpec
 from ragen_cli.spec.refs import env_problems, model_problems
 
@@ -93,10 +94,12 @@ def check_deepspeed(spec: RunSpec) -> Found:
     out: Found = []
     if ds.offload == "cpu" and ds.zero_stage == 0:
         out.append(("deepspeed.offload", "offloading optimizer state needs zero_stage 1, 2 or 3 (got 0)"))
-    if ds.precision == "fp16" and ds.device == "cpu":
-        out.append(("deepspeed.precision", "fp16 does not train on CPU with DeepSpeed; use bf16 or fp32"))
-    if ds.device == "cpu" and ds.offload == "cpu":
-        out.append(("deepspeed.offload", "offload to CPU means nothing when training on CPU; use offload: none"))
+    device = resolved(ds.device)  # `auto` on a machine without a GPU trains on the CPU: same rules
+    how = " (device auto: this machine has no GPU)" if ds.device == "auto" and device == "cpu" else ""
+    if ds.precision == "fp16" and device == "cpu":
+        out.append(("deepspeed.precision", f"fp16 does not train on CPU with DeepSpeed{how}; use bf16 or fp32"))
+    if device == "cpu" and ds.offload == "cpu":
+        out.append(("deepspeed.offload", f"offload to CPU means nothing when training on CPU{how}; use offload: none"))
     if ds.nodes > 1 and not ds.hostfile:
         out.append(("deepspeed.nodes", f"{ds.nodes} nodes need deepspeed.hostfile (lines `hostname slots=N`)"))
     if ds.hostfile:
