@@ -104,3 +104,24 @@ def test_class_cpu_rules_apply_to_device_auto_on_a_cpu_machine():
         assert r.exit_code == 0
     r = validate(SPEC, "deepspeed.device=cuda", "deepspeed.precision=fp16")  # explicit cuda: no CPU rule
     assert "fp16 does not train on CPU" not in r.output
+
+
+def test_class_encodings_and_directories_name_the_line(tmp_path):
+    text = SPEC.read_text()
+    lines = text.count("\n")
+    r = validate(write(tmp_path, text.encode() + "# caf\u00e9\n".encode("latin-1")))
+    # the Latin-1 byte is on the line after the spec's last, column 6 ("# caf" is 5 characters)
+    assert r.exit_code == 2 and f"s.yaml:{lines + 1}:6" in r.output and "0xE9" in r.output and "UTF-8" in r.output
+    r = validate(write(tmp_path, text.encode("utf-16")))
+    assert r.exit_code == 2 and "s.yaml:1:1" in r.output and "UTF-16" in r.output
+    r = validate(write(tmp_path, b"\x89PNG\r\n\x1a\n\x00\x00"))
+    assert r.exit_code == 2 and "s.yaml:1:1" in r.output  # not UTF-8 at its first byte
+    r = validate(tmp_path)
+    assert r.exit_code == 2 and "is a directory" in r.output
+
+
+def test_class_long_names_and_values_are_not_echoed_whole():
+    r = validate(SPEC, "name=" + "a" * 300)
+    assert r.exit_code == 2 and "at most 100 characters, got 300" in r.output and "a" * 100 not in r.output
+    r = validate(SPEC, "train.steps=" + "9" * 5000)
+    assert r.exit_code == 2 and "9" * 100 not in r.output and len(r.output) < 600

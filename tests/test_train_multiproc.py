@@ -23,18 +23,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
-    # 2 groups x 2 rollouts, keep all 4; micro 1 x 2 ranks: each rank trains 2 rows per step.
+def train_two(tmp_path: Path, name: str, extra: list[str]) -> subprocess.CompletedProcess:
+    """`ragen train` of tiny-random on 2 CPU processes: 2 groups x 2 rollouts, all kept, micro 1
+    (each rank trains 2 rows per step), plus `extra` --set values."""
     sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
             "algorithm.filter.keep_ratio=1.0", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
-            "rollout.max_tokens_per_turn=8", "train.micro_batch=1", "train.steps=2", "train.lr_actor=1e-3",
-            "deepspeed.precision=fp32", "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}",
-            "env.val.every=0", "checkpoint.every=0", f"output.dir={tmp_path}", "name=mp"]
+            "rollout.max_tokens_per_turn=8", "train.micro_batch=1", "deepspeed.precision=fp32",
+            "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}", "env.val.every=0",
+            "checkpoint.every=0", f"output.dir={tmp_path}", f"name={name}", *extra]
     ragen = Path(sys.executable).parent / "ragen"
     args = [str(ragen), "train", str(SPEC)] + [x for s in sets for x in ("--set", s)]
     env = {**os.environ, "RAGEN_DS_SHM_COMM": "0"}  # gloo all-reduce: no C++ build in the test
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
+    proc = train_two(tmp_path, "mp", ["train.steps=2", "train.lr_actor=1e-3"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = [json.loads(line) for line in (tmp_path / "mp" / "events.jsonl").read_text().splitlines()]
     start, end = events[0], events[-1]
@@ -54,16 +59,8 @@ def test_two_processes_take_one_health_decision(tmp_path, tiny_model_dir):
     # Both ranks must stop at step 2 in lockstep; a rank that trained on would wait forever in
     # the next collective. (That the verdict is rank 0's even when the ranks' histories differ
     # is shown by test_health_verdict_is_rank_zeros.)
-    sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
-            "algorithm.filter.keep_ratio=1.0", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
-            "rollout.max_tokens_per_turn=8", "rollout.temperature=0", "train.micro_batch=1", "train.steps=4",
-            "deepspeed.precision=fp32", "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}",
-            "env.val.every=0", "checkpoint.every=0", "monitor.health.no_signal_steps=1",
-            "monitor.health.empty_stop_steps=2", f"output.dir={tmp_path}", "name=mph"]
-    ragen = Path(sys.executable).parent / "ragen"
-    args = [str(ragen), "train", str(SPEC)] + [x for s in sets for x in ("--set", s)]
-    env = {**os.environ, "RAGEN_DS_SHM_COMM": "0"}
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    proc = train_two(tmp_path, "mph", ["rollout.temperature=0", "train.steps=4", "monitor.health.no_signal_steps=1",
+                                       "monitor.health.empty_stop_steps=2"])
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = [json.loads(line) for line in (tmp_path / "mph" / "events.jsonl").read_text().splitlines()]
     assert [(e["step"], e["level"]) for e in events if e["kind"] == "health"] == [(1, "warning"), (2, "collapse")]

@@ -42,9 +42,14 @@ class Override:
     value: Any
 
 
+def shorten(text: str, limit: int = 80) -> str:
+    """`text`, cut to `limit` characters with '...' (a pasted value is not echoed whole)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def parse_override(raw: str) -> tuple[Override | None, Problem | None]:
     """`a.b=c` -> Override(path=('a', 'b'), value=yaml scalar 'c')."""
-    where = f"--set {raw}"
+    where = f"--set {shorten(raw)}"
     key, eq, text = raw.partition("=")
     key = key.strip()
     if not eq or not key:
@@ -114,7 +119,7 @@ class _Locator:
         for ov in reversed(self.overrides):
             n = min(len(ov.path), len(path))
             if n and tuple(ov.path[:n]) == tuple(path[:n]):
-                return f"--set {ov.raw}"
+                return f"--set {shorten(ov.raw)}"
         return self.located.where(path, at_value=at_value)
 
 
@@ -128,11 +133,22 @@ def _order(problem: Problem) -> tuple[int, int, int]:
 
 def _read(path: Path) -> tuple[str | None, Problem | None]:
     try:
-        return path.read_text(encoding="utf-8"), None
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None, Problem(str(path), "", "no such file")
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, Problem(str(path), "", f"cannot read the file: {exc}")
+    except IsADirectoryError:
+        return None, Problem(str(path), "", "is a directory; pass a spec file (e.g. specs/bandit.yaml)")
+    except OSError as exc:
+        return None, Problem(str(path), "", f"cannot read the file: {exc.strerror or exc}")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return None, Problem(f"{path}:1:1", "", "the file is UTF-16; save it as UTF-8")
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
+        return None, Problem(f"{path}:{line}:{col}", "", f"byte 0x{raw[exc.start]:02X} is not UTF-8 text (Latin-1? "
+                             "a binary file?); save the spec as UTF-8")
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:

@@ -203,7 +203,8 @@ class OutputSpec(Section):
 
 # ---------------------------------------------------------------------------------------- run
 class RunSpec(Section):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="Run name; the run directory is output.dir/name.")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=100,
+                      description="Run name; the run directory is output.dir/name (at most 100 characters: a file name).")
     model: ModelSpec = Field(default_factory=ModelSpec, description="The policy model.")
     env: EnvSpec = Field(description="Training and validation environments.")
     rollout: RolloutSpec = Field(default_factory=RolloutSpec, description="Multi-turn rollout settings.")

@@ -93,9 +93,8 @@ def _show(value: Any) -> str:
         return "a list"
     if value is None:
         return "nothing (null)"
-    if isinstance(value, str):
-        return repr(value)
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    text = repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text)} characters)"
 
 
 def plain_message(root: type[BaseModel], path: Path, err: dict[str, Any]) -> str:
@@ -122,6 +121,8 @@ def plain_message(root: type[BaseModel], path: Path, err: dict[str, Any]) -> str
         return f"{_NAME_RULE}, got {got}" if path == ("name",) else f"must match {ctx.get('pattern')}, got {got}"
     if kind == "string_too_short":
         return "must not be empty"
+    if kind == "string_too_long":
+        return f"must be at most {ctx.get('max_length')} characters, got {len(err.get('input') or '')}"
     prefix = next((p for p in _KIND if kind.startswith(p + "_")), None)
     if prefix:
         return f"expected {_KIND[prefix]}, got {got}"
