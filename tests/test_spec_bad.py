@@ -83,7 +83,7 @@ CASES = [
     ("cross-hostfile-missing", spec_with(deepspeed="hostfile: no/such/hostfile\n"), [], "17", "deepspeed.hostfile", "no such file: no/such/hostfile"),
     ("cross-warmup", BASE.replace("  steps: 4\n", "  steps: 4\n  warmup_steps: 5\n"), [], "15", "train.warmup_steps", "only 4 optimizer steps"),
     ("cross-unknown-env", BASE.replace("name: bandit", "name: bandt"), [], "7", "env.train.name", "unknown env 'bandt'"),
-    ("cross-env-config", BASE.replace("    name: bandit\n", "    name: bandit\n    config: {arm_count: 3}\n"), [], "7", "env.train.name", "unknown key 'arm_count'"),
+    ("cross-env-config", BASE.replace("    name: bandit\n", "    name: bandit\n    config: {arm_count: 3}\n"), [], "8", "env.train.config.arm_count", "unknown key 'arm_count'"),
     ("cross-val-env", BASE.replace("    group_size: 8\n", "    group_size: 8\n  val:\n    envs: [{name: nope:Nope}]\n"), [], "11", "env.val.envs[0].name", "cannot import module 'nope'"),
     ("cross-model-unknown", BASE.replace("name: tiny-random", "name: tiny-randm"), [], "3", "model.name", "did you mean 'tiny-random'?"),
     ("cross-model-dir-missing", BASE.replace("name: tiny-random", "name: ./no/such/model"), [], "3", "model.name", "no model directory at './no/such/model'"),

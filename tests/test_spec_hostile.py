@@ -125,3 +125,12 @@ def test_class_long_names_and_values_are_not_echoed_whole():
     assert r.exit_code == 2 and "at most 100 characters, got 300" in r.output and "a" * 100 not in r.output
     r = validate(SPEC, "train.steps=" + "9" * 5000)
     assert r.exit_code == 2 and "9" * 100 not in r.output and len(r.output) < 600
+
+
+def test_class_env_config_errors_point_at_the_key(tmp_path):
+    text = (Path(__file__).resolve().parents[1] / "specs" / "frozenlake.yaml").read_text()
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "progress_reward:" in ln)
+    r = validate(write(tmp_path, text.replace("progress_reward: 0.1", "progress_reward: -0.1")))
+    assert r.exit_code == 2 and f"s.yaml:{line}:" in r.output and "env.train.config.progress_reward" in r.output
+    r = validate(SPEC, "env.train.config.bogus=2")
+    assert r.exit_code == 2 and "env.train.config.bogus" in r.output and "unknown key 'bogus'" in r.output

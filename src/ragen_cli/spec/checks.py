@@ -6,6 +6,7 @@ Each check returns [(key path, message)]; the loader turns paths into file:line:
 from __future__ import annotations
 
 import importlib.util
+import re
 import os
 from pathlib import Path
 
@@ -143,10 +144,19 @@ def check_loggers(spec: RunSpec) -> Found:
 def check_refs(spec: RunSpec) -> Found:
     """The model and every env name must resolve on this machine."""
     out = [("model.name", m) for m in model_problems(spec.model.name)]
-    out += [("env.train.name", m) for m in env_problems(spec.env.train.name, spec.env.train.config)]
+    out += [(_env_key("env.train", spec.env.train.config, m), m) for m in env_problems(spec.env.train.name, spec.env.train.config)]
     for i, ref in enumerate(spec.env.val.envs):
-        out += [(f"env.val.envs[{i}].name", m) for m in env_problems(ref.name, ref.config)]
+        out += [(_env_key(f"env.val.envs[{i}]", ref.config, m), m) for m in env_problems(ref.name, ref.config)]
     return out
+
+
+def _env_key(prefix: str, config: dict, message: str) -> str:
+    """Where an env problem belongs: the config key the message names (the first word after the
+    env's name, "env 'bandit': high_arm_prob must be ...", or quoted, "unknown key 'x'"), else
+    the env's `name`."""
+    text = message.split(": ", 1)[-1]
+    named = [k for k in config if re.match(rf"{re.escape(str(k))}\b", text) or f"'{k}'" in text]
+    return f"{prefix}.config.{named[0]}" if named else f"{prefix}.name"
 
 
 # What the checks above enforce, one line each (docs/spec.md lists these).
