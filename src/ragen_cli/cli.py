@@ -3,6 +3,10 @@ heavy imports (torch, vllm, deepspeed) happen inside the command functions only.
 
 from __future__ import annotations
 
+import os
+import sys
+import traceback
+
 import typer
 
 from ragen_cli import __version__
@@ -51,7 +55,43 @@ app.add_typer(envs_cmd.app, name="envs")
 
 
 def main() -> None:
-    app()
+    """The `ragen` entry point. When the command is done (its files written, its engines
+    closed), the process ends without interpreter teardown: with vLLM's and torch's native
+    threads still alive, teardown aborted finished runs ("terminate called without an active
+    exception", exit 134) although every step had trained; a scheduler reads 134 as a failed
+    job. The exit code is the command's own."""
+    code = 1
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exit_code(exc.code)
+    except KeyboardInterrupt:
+        code = 130
+    except BaseException:  # a bug: show it as Python would, then end as Python would (1)
+        traceback.print_exc()
+    finally:
+        end_process(code)
+
+
+def exit_code(code: object) -> int:
+    """SystemExit.code as a process exit code (None: 0; a message: printed, 1)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def end_process(code: int) -> None:
+    """Flush the standard streams and end the process with `code`, skipping teardown."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

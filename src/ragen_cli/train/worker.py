@@ -31,4 +31,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ragen_cli.cli import end_process
+
+    import traceback
+
+    code = 1
+    try:
+        code = main()
+    except BaseException:  # the traceback is also in events.jsonl (kind "error")
+        traceback.print_exc()
+    finally:  # as `ragen`: no interpreter teardown once the run is done (see cli.main)
+        end_process(code)
