@@ -69,6 +69,9 @@ class VLLMBackend:
             from ragen_cli.compile.launch import vllm_lora_rank
 
             extra.update(enable_lora=True, max_lora_rank=vllm_lora_rank(max_lora_rank), max_loras=1)
+        from ragen_cli.rollout.reaper import start_reaper
+
+        start_reaper()  # the engine's processes end with this one, even on SIGKILL
         self.llm = LLM(
             model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,
             max_model_len=max_model_len, enable_prefix_caching=True, enforce_eager=on_cpu,

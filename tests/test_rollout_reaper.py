@@ -1,0 +1,109 @@
+"""The reaper (rollout/reaper.py): an owner's child processes end when the owner is SIGKILLed
+(what vLLM's engine processes did not do, issue 21), and outlive nothing on a clean exit.
+Real processes, real signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+OWNER = r"""
+import subprocess, sys, time
+from ragen_cli.rollout.reaper import start_reaper
+start_reaper(interval=0.2, grace=1.0)
+# a child that ignores SIGTERM (SIGKILL must follow) and a grandchild in another session
+child = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+grand = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys, time; p = subprocess.Popen(['sleep', '600'], start_new_session=True); print(p.pid, flush=True); time.sleep(600)"],
+    stdout=subprocess.PIPE, text=True)
+print(child.pid, grand.pid, grand.stdout.readline().strip(), flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the reaper reads /proc (Linux)")
+def test_children_end_when_the_owner_is_sigkilled():
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+    pids = [int(x) for x in owner.stdout.readline().split()]
+    assert len(pids) == 3 and all(alive(p) for p in pids)
+    time.sleep(0.6)  # the reaper has noted them
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:  # never leave them behind, even when the test fails
+        os.kill(p, signal.SIGKILL)
+    assert not left
+
+
+def test_a_clean_owner_leaves_nothing_and_the_reaper_ends():
+    code = ("from ragen_cli.rollout.reaper import start_reaper\n"
+            "r = start_reaper(interval=0.2, grace=0.5)\nprint(r.pid, flush=True)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    reaper = int(p.stdout.strip())
+    deadline = time.time() + 10
+    while time.time() < deadline and alive(reaper):
+        time.sleep(0.1)
+    assert not alive(reaper)
+
+
+VLLM_OWNER = r"""
+import os, sys, time
+from ragen_cli.rollout.vllm_backend import VLLMBackend
+b = VLLMBackend(sys.argv[1], "float32", max_model_len=512, seed=0, kv_cache_gib=1)
+print("READY", flush=True)
+time.sleep(600)
+"""
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(name))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the reaper reads /proc (Linux)")
+def test_vllm_engine_processes_end_when_the_trainer_is_sigkilled(tiny_model_dir):
+    owner = subprocess.Popen([sys.executable, "-c", VLLM_OWNER, str(tiny_model_dir)], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        while (line := owner.stdout.readline()) and line.strip() != "READY":  # vLLM logs to stdout too
+            pass
+        assert line.strip() == "READY"
+        engine = [p for p in children(owner.pid)]
+        tree = engine + [g for p in engine for g in children(p)]
+        assert len(tree) >= 2  # the reaper and vLLM's engine core, at least
+        time.sleep(2.0)  # the reaper notes the tree every second
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and any(alive(p) for p in tree):
+        time.sleep(0.2)
+    left = [p for p in tree if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    assert not left
