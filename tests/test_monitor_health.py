@@ -189,3 +189,14 @@ def test_spec_rejects_bad_values():
         HealthSpec(empty_stop_steps=2, no_signal_steps=3)
     with pytest.raises(ValueError):
         HealthSpec(unknown_field=1)
+
+
+def test_a_stall_without_the_template_signal_is_only_a_warning():
+    # FrozenLake's shipped run narrowed (entropy 22% of its peak) while success was flat for 35
+    # steps, then learned. Flat success 0.2 and entropy 1.0 -> 0.3 from step 11: smoothed
+    # entropy s11 = (1 + 1 + .3)/3 = .77, s12 = .53, s13 = .3 <= 50%: narrowing from step 13;
+    # stalled (no new high for 10 steps) from step 11, but no template signal: warning, never
+    # collapse.
+    hist = run(lambda t: 0.2, **{"actor/entropy": lambda t: 1.0 if t < 11 else 0.3})
+    lv = levels(hist)
+    assert "collapse" not in lv and lv[12] == "warning" and set(lv[:12]) == {"healthy"}

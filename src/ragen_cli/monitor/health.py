@@ -16,7 +16,9 @@ of evidence:
   reward is constant (`dead_frac`: nothing left to learn from), or no progress for `stall_steps`.
 
 Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
-progress is a warning; narrowing with failure is a collapse. A narrowing run that is progressing
+progress is a warning; narrowing with failure is a collapse, where `stalled` counts only beside
+the template signal (a slow learner stalls for a long time too; a state-blind one that stalls
+has collapsed). A narrowing run that is progressing
 is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
 had no learning signal from its first step on. Thresholds live in `HealthSpec`
 (spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
@@ -278,6 +280,8 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
     if going is not None:
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)
+    if failed is not None and failed.signal == "stalled" and not any(r.signal == "template" for r in narrowing):
+        failed = None  # a slow learner stalls too (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
     if failed is not None and len(narrowing) >= cfg.collapse_votes:
         return Verdict("collapse", [failed, *narrowing], step)
     return Verdict("warning", narrowing, step)
