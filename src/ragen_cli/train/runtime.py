@@ -117,8 +117,9 @@ def _restore(run: Run) -> None:
     from ragen_cli.train import stages
 
     latest = ckpt.latest_checkpoint(run.rundir.checkpoints_dir)
-    if latest is None:
-        raise FileNotFoundError(f"nothing to resume: {run.rundir.checkpoints_dir} holds no checkpoint")
+    if latest is None:  # stopped (or killed) before its first checkpoint: nothing to keep
+        run.say(f"ragen: {run.rundir.checkpoints_dir} holds no complete checkpoint yet: starting from step 0")
+        return
     saved = ckpt.load(latest, run.engines)
     fields = RunState().__dict__.keys()
     run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
