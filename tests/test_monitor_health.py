@@ -95,18 +95,19 @@ def test_dead_groups_are_a_collapse_without_a_gain():
 
 
 def test_template_collapse_and_state_dependence_as_progress():
-    # success flat at .2; I(X;Z)/H(X) rises .02/step to .4 at step 20, then is .05 from 21;
-    # entropy 1.0 -> 0.3 from step 10 (narrowing from step 12). Smoothed mi s_t = .02 (t - 1)
-    # up to s20 = .38. While mi rises, the last 5 steps' high beats the earlier max by .1 >
-    # .02: progress, healthy. At step 24 the window 20..24 holds s20 = .38 against s19 = .36:
-    # a margin of .02, not more -> no progress; smoothed mi (.05) <= 50% of the peak: template;
-    # success flat since step 1 (> 10 steps): stalled -> collapse at 24 (healthy before).
-    hist = run(lambda t: 0.2, **{"collapse/mi_norm": lambda t: 0.02 * t if t <= 20 else 0.05,
+    # success flat at .2; I(X;Z)/H(X) rises .04/step to .8 at step 20, then is .05 from 21;
+    # entropy 1.0 -> 0.3 from step 10 (narrowing from step 12). Smoothed mi s_t = .04 (t - 1)
+    # up to s20 = .76. While mi rises, the last 5 steps' high beats the earlier max by .2 > .1
+    # (mi_progress_min): progress, healthy. At step 22 the window 18..22 holds s20 = .76 against
+    # s17 = .64 (+.12): still progress. At step 23, s20 against s18 = .68: +.08, not more than
+    # .1 -> no progress; smoothed mi (.05) <= 50% of the peak: template; success flat since
+    # step 1 (> 10 steps): stalled -> collapse at 23 (healthy before).
+    hist = run(lambda t: 0.2, **{"collapse/mi_norm": lambda t: 0.04 * t if t <= 20 else 0.05,
                                  "actor/entropy": lambda t: 1.0 if t < 10 else 0.3})
     lv = levels(hist)
-    assert set(lv[:23]) == {"healthy"}
-    assert lv[23] == "collapse"
-    v = assess(hist[:24], CFG)
+    assert set(lv[:22]) == {"healthy"}
+    assert lv[22] == "collapse"
+    v = assess(hist[:23], CFG)
     assert v.reasons[0].signal == "stalled" and {r.signal for r in v.reasons[1:]} == {"template", "entropy"}
 
 
