@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
-    print(f"{'run':26s} {'v0':>5s} {'best':>5s} {'final':>5s} {'warn':>5s} {'coll':>5s}")
+    print("| run | steps | validation success (step: value) | first warning | first collapse |")
+    print("|---|---|---|---|---|")
     for tag, label, color in VARIANTS:
         runs = sorted(CORPUS.glob(f"{args.env}-{tag}-seed*"))
         for k, run in enumerate(runs):
@@ -49,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
             warn = next((s for s, lv in at.items() if lv != "healthy"), None)
             coll = next((s for s, lv in at.items() if lv == "collapse"), None)
             val = [(r["step"], r[f"val/{args.env}/success"]) for r in recs if f"val/{args.env}/success" in r]
-            print(f"{run.name:26s} {val[0][1]:5.2f} {max(v for _, v in val):5.2f} {val[-1][1]:5.2f} "
-                  f"{'-' if warn is None else warn:>5} {'-' if coll is None else coll:>5}")
+            curve = ", ".join(f"{s}: {v:.2f}" for s, v in val)
+            print(f"| {run.name} | {recs[-1]['step']} | {curve} | {'-' if warn is None else warn} | "
+                  f"{'-' if coll is None else coll} |")
             for ax, (key, title) in zip(axes, PANELS):
                 name = key.format(env=args.env)
                 pts = [(r["step"], r[name]) for r in recs if isinstance(r.get(name), (int, float))]

@@ -4,6 +4,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py                      # table, then one JSON line
     .venv/bin/python bench/health_corpus.py collect RUN_DIR ...  # copy finished runs in (compact)
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
+    .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
 
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
 validation success of the training env (v_0 at step 0, best, final) and the first action of
@@ -106,13 +107,34 @@ def label(run: Path) -> dict:
     return {**out, "label": "none", "onset": None, "why": "no gain, no template"}
 
 
-def evaluate(labels: list[dict]) -> tuple[list[dict], dict]:
+SWEEP = {"warmup_steps": (3, 5), "smooth": (2, 3), "entropy_warn": (0.5, 0.7), "distinct_warn": (0.5, 0.7),
+         "std_warn": (0.3, 0.5), "mi_progress_min": (0.02, 0.1)}
+
+
+def sweep(labels: list[dict]) -> None:
+    """The summary for every combination of SWEEP's values (other fields at their defaults), plus
+    warnings on learning runs: the table the defaults were chosen from (docs/health.md)."""
+    import itertools
+
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    keys = list(SWEEP)
+    print(" ".join(keys) + "  false_collapse caught/collapse_runs median_lead warned_learners")
+    for values in itertools.product(*SWEEP.values()):
+        cfg = HealthSpec(**dict(zip(keys, values)))
+        rows, summary = evaluate(labels, cfg)
+        warned = sum(r["first_warning"] is not None for r in rows if r["label"] == "learns")
+        print(" ".join(f"{v:g}" for v in values), f" {summary['false_collapse']} {summary['caught']}/"
+              f"{summary['collapse_runs']} {summary['median_lead_steps']} {warned}/{summary['learning_runs']}")
+
+
+def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
     from ragen_cli.monitor.replay import replay
     from ragen_cli.spec.health_spec import HealthSpec
 
     rows = []
     for lab in labels:
-        t = replay(CORPUS / "runs" / lab["run"], HealthSpec())
+        t = replay(CORPUS / "runs" / lab["run"], cfg or HealthSpec())
         warn = next((v.step for v in t.verdicts if v.level != "healthy"), None)
         coll = next((v.step for v in t.verdicts if v.level == "collapse"), None)
         lead = lab["onset"] - warn if lab["onset"] is not None and warn is not None else None
@@ -132,7 +154,7 @@ def evaluate(labels: list[dict]) -> tuple[list[dict], dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label"])
+    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep"])
     ap.add_argument("runs", nargs="*", type=Path)
     args = ap.parse_args(argv)
     if args.command == "collect":
@@ -143,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         (CORPUS / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
         for lab in labels:
             print(f"{lab['run']:28s} {lab['label']:9s} onset {lab['onset']}  ({lab['why']})")
+        return 0
+    if args.command == "sweep":
+        sweep(json.loads((CORPUS / "labels.json").read_text()))
         return 0
     rows, summary = evaluate(json.loads((CORPUS / "labels.json").read_text()))
     print(f"{'run':28s} {'label':9s} {'v0':>5s} {'best':>5s} {'final':>5s} {'onset':>5s} {'warn':>5s} {'coll':>5s} {'lead':>5s}")
