@@ -1,0 +1,42 @@
+"""The committed corpus of real runs (bench/health_corpus): its labels follow the written rule,
+and the detector's summary on it is the one docs/health.md reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "health_corpus.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("health_corpus", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_labels_follow_the_rule():
+    hc = _bench()
+    committed = json.loads((hc.CORPUS / "labels.json").read_text())
+    assert [hc.label(hc.CORPUS / "runs" / lab["run"]) for lab in committed] == committed
+    assert {lab["run"] for lab in committed} == {p.name for p in (hc.CORPUS / "runs").iterdir() if p.is_dir()}
+
+
+def test_detector_on_the_corpus():
+    hc = _bench()
+    rows, summary = hc.evaluate(json.loads((hc.CORPUS / "labels.json").read_text()))
+    assert summary["false_collapse"] == 0 and summary["caught"] == summary["collapse_runs"] == 4
+    assert summary["learning_runs"] == 3
+    assert all(r["first_warning"] is None for r in rows if r["label"] == "learns")
+
+
+def test_settled_from():
+    hc = _bench()
+    acts = [{"step": 1, "actions": ["a", "b"] * 4}, {"step": 2, "actions": ["a"] * 7 + ["b"]},
+            {"step": 3, "actions": ["a"] * 6 + ["b"] * 2}, {"step": 4, "actions": ["b"] * 8},
+            {"step": 5, "actions": ["b"] * 7 + ["c"]}]
+    # 7/8 = 0.875 >= 0.85 settles, 6/8 = 0.75 does not: settled from step 4 (step 3 breaks 2)
+    assert hc.settled_from(acts) == 4
+    assert hc.settled_from(acts[:3]) is None
