@@ -34,6 +34,18 @@ def alive(pid: int) -> bool:
         return False
 
 
+def left_after(pids: list[int], seconds: float) -> list[int]:
+    """The `pids` still alive after waiting up to `seconds` for them to end; those are then
+    killed, so a failing test leaves nothing behind."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if alive(p)]
+    for p in left:
+        os.kill(p, signal.SIGKILL)
+    return left
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="the reaper reads /proc (Linux)")
 def test_children_end_when_the_owner_is_sigkilled():
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
@@ -42,13 +54,7 @@ def test_children_end_when_the_owner_is_sigkilled():
     time.sleep(0.6)  # the reaper has noted them
     owner.send_signal(signal.SIGKILL)
     owner.wait()
-    deadline = time.time() + 10
-    while time.time() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.1)
-    left = [p for p in pids if alive(p)]
-    for p in left:  # never leave them behind, even when the test fails
-        os.kill(p, signal.SIGKILL)
-    assert not left
+    assert not left_after(pids, 10.0)
 
 
 def test_a_clean_owner_leaves_nothing_and_the_reaper_ends():
@@ -100,10 +106,4 @@ def test_vllm_engine_processes_end_when_the_trainer_is_sigkilled(tiny_model_dir)
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
-    deadline = time.time() + 20
-    while time.time() < deadline and any(alive(p) for p in tree):
-        time.sleep(0.2)
-    left = [p for p in tree if alive(p)]
-    for p in left:
-        os.kill(p, signal.SIGKILL)
-    assert not left
+    assert not left_after(tree, 20.0)
