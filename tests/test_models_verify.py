@@ -70,3 +70,14 @@ def test_truncated_or_garbage_file(tiny_model_dir, tmp_path, content):
     assert len(probs) == 1 and "is not a readable safetensors file" in probs[0]
     r = CliRunner().invoke(app, ["eval", "--checkpoint", str(ckpt), "--env", "bandit", "--episodes", "1"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("field,value", [("step", "three"), ("step", True), ("lora", "no"), ("base_model", 5)])
+def test_class_wrong_types_in_state_json(tiny_model_dir, tmp_path, field, value):
+    ckpt = _checkpoint(tmp_path, tiny_model_dir)
+    state = json.loads((ckpt / "state.json").read_text())
+    (ckpt / "state.json").write_text(json.dumps({**state, field: value}))
+    with pytest.raises(EvalInputError, match=f"{field} must be"):
+        load_checkpoint(ckpt)
+    r = CliRunner().invoke(app, ["eval", "--checkpoint", str(ckpt), "--env", "bandit", "--episodes", "1"])
+    assert r.exit_code == 2 and f"{field} must be" in r.output and "Traceback" not in r.output

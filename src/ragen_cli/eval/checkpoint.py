@@ -53,6 +53,14 @@ class Policy:
         return {**out, **self.extra}
 
 
+def state_problems(state: dict) -> list[str]:
+    """Type problems of the fields of a checkpoint's state.json that loading reads."""
+    want = {"step": (int,), "lora": (bool,), "base_model": (str, type(None))}
+    return [f"{k} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {state[k]!r}"
+            for k, types in want.items()
+            if k in state and (not isinstance(state[k], types) or (int in types and isinstance(state[k], bool)))]
+
+
 def _read_json(path: Path, what: str) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -121,6 +129,9 @@ def load_checkpoint(path: str | Path, base: str | None = None) -> Policy:
                                  f"{', '.join(sorted(inner))}")
         raise EvalInputError(f"checkpoint {ckpt} is half-written or not a ragen checkpoint: no state.json")
     state = _read_json(ckpt / "state.json", "checkpoint state")
+    bad = state_problems(state)
+    if bad:
+        raise EvalInputError(f"checkpoint state {ckpt / 'state.json'}: {'; '.join(bad)} (not written by ragen, or edited)")
     lora = bool(state.get("lora"))
     model = ckpt / "model"
     if not model.is_dir():
