@@ -81,15 +81,3 @@ def spread_sample(n: int, k: int) -> list[int]:
     if k >= n:
         return list(range(n))
     return [int(i * n / k) for i in range(k)]
-
-
-def in_group_std(values: list[float], groups: list[int]) -> float:
-    """Mean over groups of the population std of a group's values."""
-    by: dict[int, list[float]] = {}
-    for v, g in zip(values, groups):
-        by.setdefault(g, []).append(v)
-    stds = []
-    for vs in by.values():
-        mean = sum(vs) / len(vs)
-        stds.append(math.sqrt(sum((v - mean) ** 2 for v in vs) / len(vs)))
-    return sum(stds) / len(stds) if stds else 0.0

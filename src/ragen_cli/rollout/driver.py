@@ -101,10 +101,11 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj = ep.traj
     traj.append(sample.token_ids, 1, sample.logprobs)
     turn_end = len(traj.input_ids) - 1
-    pieces = [tokenizer.decode([i]) for i in sample.token_ids]
-    last = len(pieces) - (sample.finish_reason == "stop")  # the stop token is no part of the answer
-    for k in range(answer_start(pieces, rollout.think), last):
-        traj.answer_mask[turn_end + 1 - len(pieces) + k] = 1
+    n = len(sample.token_ids)
+    # with thinking off every token is answer (<answer> is pre-filled): nothing to decode
+    first = answer_start([tokenizer.decode([i]) for i in sample.token_ids], True) if rollout.think else 0
+    for k in range(first, n - (sample.finish_reason == "stop")):  # the stop token is no part of the answer
+        traj.answer_mask[turn_end + 1 - n + k] = 1
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").

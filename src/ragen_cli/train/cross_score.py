@@ -9,6 +9,7 @@ under another one: copying the example counts as template collapse, as it should
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import torch
@@ -66,6 +67,17 @@ def common_prefix(prompts: list[list[int]]) -> int:
     return max(n, 0)
 
 
+@contextlib.contextmanager
+def eval_mode(module):
+    """`module` in eval mode (no dropout) for the block, its own mode restored after."""
+    was_training = module.training
+    module.eval()
+    try:
+        yield module
+    finally:
+        module.train(was_training)
+
+
 def _extend(module, cache, ids: list[int]):
     """`cache` (copied) run on through `ids`; a fresh cache when `cache` is None."""
     cache = copy.deepcopy(cache) if cache is not None else None
@@ -77,12 +89,10 @@ def _extend(module, cache, ids: list[int]):
 @torch.no_grad()
 def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: int = 16,
                    shared: tuple = (None, 0)) -> list[float]:
-    """Mean per-token log p(reply | prompt) for each reply. The prompt (all but its last token)
-    runs once, on from `shared` = (KV cache of its first k tokens, k) when given; its cache is
-    copied and repeated for each chunk of replies."""
+    """Mean per-token log p(reply | prompt) for each reply, `module` as it is (cross_matrix puts
+    it in eval mode). The prompt (all but its last token) runs once, on from `shared` = (KV cache
+    of its first k tokens, k) when given; its cache is copied and repeated for each chunk."""
     out: list[float] = []
-    was_training = module.training
-    module.eval()
     base, k = shared
     prefix = _extend(module, base, prompt[k:-1])
     n_head = len(prompt) - 1
@@ -107,7 +117,6 @@ def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: i
             logits = module(input_ids=ids, attention_mask=attn, use_cache=False).logits
         logp = logprobs_from_logits(logits.float(), target) * mask
         out.extend((logp.sum(-1) / mask.sum(-1)).tolist())
-    module.train(was_training)
     return out
 
 
@@ -120,15 +129,13 @@ def cross_matrix(module, prompts: list[list[int]], replies: list[list[int]], ran
     columns are all-gathered; every process runs the same number of forwards (the last column
     is repeated to pad), as ZeRO-3 needs."""
     k = common_prefix(prompts)
-    was_training = module.training
-    module.eval()
-    shared = (_extend(module, None, prompts[0][:k]), k)
-    module.train(was_training)
     mine = list(range(rank, len(prompts), world))
     rounds = -(-len(prompts) // world)
-    cols = {j: reply_logprobs(module, prompts[j], replies, shared=shared) for j in mine}
-    for _ in range(rounds - len(mine)):
-        reply_logprobs(module, prompts[-1], replies, shared=shared)
+    with eval_mode(module):
+        shared = (_extend(module, None, prompts[0][:k]), k)
+        cols = {j: reply_logprobs(module, prompts[j], replies, shared=shared) for j in mine}
+        for _ in range(rounds - len(mine)):
+            reply_logprobs(module, prompts[-1], replies, shared=shared)
     if world > 1:
         parts: list = [None] * world
         torch.distributed.all_gather_object(parts, cols)

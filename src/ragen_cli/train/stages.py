@@ -121,9 +121,15 @@ def parity_probe(run, batch: Batch) -> float:
     return check_parity(trainer[on].tolist(), engine[on].tolist(), run.spec.rollout.parity_threshold)
 
 
-def reward_stats(trajs) -> dict[str, float]:
-    from ragen_cli.monitor.collapse import in_group_std
+def in_group_std(values: list[float], groups: list[int]) -> float:
+    """Mean over groups of the population std of a group's values (the filter's definition)."""
+    from ragen_cli.algos.masked import group_index, group_moments
 
+    _, inverse, num_groups = group_index(torch.tensor(groups))
+    return group_moments(torch.tensor(values, dtype=torch.float64), inverse, num_groups, unbiased=False)[2].mean().item()
+
+
+def reward_stats(trajs) -> dict[str, float]:
     r = torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64)
     task = [t.task_reward for t in trajs]
     out = {"reward/mean": r.mean().item(), "reward/std": r.std(unbiased=False).item(),
