@@ -14,7 +14,7 @@ seeds and on `--draws` x 20 other seeds, and per `answer_example` mode (random,
 random-per-rollout) the policy that copies the format line's example every turn, as
 validation shows it: on these deterministic-per-seed envs that is one exact number, the
 validation success of a model that only copies. Last, the policy that reads the env's
-`describe` sentence (forced on; it changes no dynamics) and answers with the moves it names:
+`move_hint` sentence (forced on; it changes no dynamics) and answers with the moves it names:
 FrozenLake, the goal's offset with a move into a hole put last; Sokoban, the box's offset from
 the player and then the way the box must go (walk into the box, then push). Each turn it reads
 the sentence again and plays up to `rollout.max_actions_per_turn` of those moves: what a model
@@ -75,7 +75,7 @@ def named_moves(words: str) -> list[str]:
 
 
 def words_turn(env_name: str, sentence: str) -> list[str]:
-    """The moves the `describe` sentence names (module docstring); [] when it names none."""
+    """The moves the `move_hint` sentence names (module docstring); [] when it names none."""
     if env_name == "frozenlake":
         match = re.match(r"The goal is (.*?) of you\. (.*)\.$", sentence)
         if not match:
@@ -87,10 +87,10 @@ def words_turn(env_name: str, sentence: str) -> list[str]:
 
 
 def reads_words_rate(env_name: str, config: dict, seeds: list[int], rollout) -> float:
-    """The policy that plays what the `describe` sentence names, re-read every turn."""
+    """The policy that plays what the `move_hint` sentence names, re-read every turn."""
     from ragen_cli.envs.registry import make_env
 
-    env = make_env(env_name, {**config, "describe": True})
+    env = make_env(env_name, {**config, "move_hint": True})
 
     def moves():
         for _ in range(rollout.max_turns):
@@ -129,7 +129,7 @@ def main() -> None:
                   flush=True)
         for pool, label in ((seeds, "on val seeds"), (others, f"on {len(others)} other seeds")):
             rate = reads_words_rate(ref.name, dict(ref.config), pool, spec.rollout)
-            print(json.dumps({**head, "policy": f"play the moves the describe sentence names, {label}",
+            print(json.dumps({**head, "policy": f"play the moves the move_hint sentence names, {label}",
                               "success": round(rate, 3)}), flush=True)
 
 

@@ -1,10 +1,10 @@
-"""Does a policy read the state? Agreement of its moves with the env's `describe` sentence,
+"""Does a policy read the state? Agreement of its moves with the env's `move_hint` sentence,
 against the same moves shuffled across turns.
 
     .venv/bin/python bench/reads_words.py RUN/eval/trajectories/step-0.jsonl [more.jsonl ...]
 
 Reads episodes saved by `ragen eval` or `ragen train` (trajectories/step-N.jsonl) from an env
-with `describe: true` (FrozenLake or Sokoban). For every turn whose observation ends with the
+with `move_hint: true` (FrozenLake or Sokoban; until 2026-11-25 named `describe`). For every turn whose observation ends with the
 sentence and whose reply executed at least one move, it checks whether the first move is one
 the sentence names first-hand: FrozenLake, a direction toward the goal; Sokoban, a direction
 toward the box (`bench/random_policy.py:words_turn`). "agree" is the fraction of such turns.
@@ -24,7 +24,7 @@ from random_policy import named_moves, words_turn
 
 
 def turns(paths: list[str]) -> list[tuple[str, str]]:
-    """(describe sentence, first executed move) of every turn that has both."""
+    """(move_hint sentence, first executed move) of every turn that has both."""
     rows = []
     for path in paths:
         for line in open(path):
@@ -54,7 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     rows = turns(args.paths)
     if not rows:
-        raise SystemExit("no turn with a describe sentence and an executed move in these files")
+        raise SystemExit("no turn with a move_hint sentence and an executed move in these files")
     rnd = random.Random(0)
     moves = [move for _, _, move in rows]
     shuffled = []

@@ -133,17 +133,44 @@ def test_offset_words_names_moves():
     assert (offset_words(0, 1), offset_words(-3, 0), offset_words(0, 0)) == ("1 Right", "3 Up", "0 steps")
 
 
-def test_describe_names_goal_offset_and_neighbours():
-    from ragen_cli.envs.frozenlake import describe
+def test_move_hint_names_goal_offset_and_neighbours():
+    from ragen_cli.envs.frozenlake import move_hint
     board = ["SFH", "FFF", "HFG"]  # goal (2,2), holes (0,2) and (2,0); the start is ice
-    assert describe(board, 0) == "The goal is 2 Down and 2 Right of you. Left: edge, Down: ice, Right: ice, Up: edge."
-    assert describe(board, 1) == "The goal is 2 Down and 1 Right of you. Left: ice, Down: ice, Right: hole, Up: edge."
-    assert describe(board, 5) == "The goal is 1 Down of you. Left: ice, Down: goal, Right: edge, Up: hole."
-    assert (describe(board, 6), describe(board, 8)) == ("You fell into a hole.", "You are on the goal.")
+    assert move_hint(board, 0) == "The goal is 2 Down and 2 Right of you. Left: edge, Down: ice, Right: ice, Up: edge."
+    assert move_hint(board, 1) == "The goal is 2 Down and 1 Right of you. Left: ice, Down: ice, Right: hole, Up: edge."
+    assert move_hint(board, 5) == "The goal is 1 Down of you. Left: ice, Down: goal, Right: edge, Up: hole."
+    assert (move_hint(board, 6), move_hint(board, 8)) == ("You fell into a hole.", "You are on the goal.")
 
 
-def test_describe_option_appends_the_words_to_each_observation():
-    env = make_env("frozenlake", {"is_slippery": False, "describe": True})
+def test_move_hint_option_appends_the_words_to_each_observation():
+    env = make_env("frozenlake", {"is_slippery": False, "move_hint": True})
     obs, _ = env.reset(seed=0)  # SEED0: player (2,0), goal (2,1)
     assert obs == SEED0 + "\nThe goal is 1 Right of you. Left: edge, Down: ice, Right: goal, Up: ice."
     assert env.step("Right")[0] == "__O_\n____\n_√_O\n____\nYou are on the goal."
+
+
+def test_coordinate_observation_lists_goal_player_and_holes():
+    # SEED0: holes (0,2) and (2,3), player (2,0), goal (2,1); zero-indexed (row, column)
+    coords = ("Board size: 4 rows x 4 cols (zero-indexed).\n"
+              "Goal: (2, 1)\nPlayer: (2, 0)\nHoles: (0, 2), (2, 3)")
+    env = make_env("frozenlake", {"is_slippery": False, "observation": "coord"})
+    assert env.reset(seed=0)[0] == coords
+    assert env.step("Right")[0].splitlines()[2] == "Player on goal: (2, 1)"
+    both = make_env("frozenlake", {"is_slippery": False, "observation": "grid_coord"})
+    assert both.reset(seed=0)[0] == f"Coordinates:\n{coords}\nGrid map:\n{SEED0}"
+    assert make_env("frozenlake", {"is_slippery": False}).reset(seed=0)[0] == SEED0  # grid is the default
+
+
+def test_coordinate_instruction_states_the_axes_and_names_no_move_for_this_state():
+    env = make_env("frozenlake", {"is_slippery": False, "observation": "grid_coord"})
+    text = env.instruction()
+    assert "(0, 0) to the bottom-right corner (3, 3): Down adds 1 to the row" in text
+    assert "The meaning of each symbol" in text
+    coord_only = make_env("frozenlake", {"observation": "coord"}).instruction()
+    assert "symbol" not in coord_only and "Down adds 1 to the row" in coord_only
+    assert "Down adds" not in make_env("frozenlake", {}).instruction()
+
+
+def test_unknown_observation_is_a_config_error():
+    with pytest.raises(ValueError, match="observation must be one of grid, coord, grid_coord, got 'map'"):
+        make_env("frozenlake", {"observation": "map"})

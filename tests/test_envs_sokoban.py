@@ -104,22 +104,22 @@ def test_solver_finds_the_hand_solution_and_reports_unsolvable():
     assert solve(stuck, 20) is None  # box in a corner, target on the other side
 
 
-def test_describe_names_box_offsets_push_direction_and_neighbours():
-    from ragen_cli.envs.sokoban import describe
+def test_move_hint_names_box_offsets_push_direction_and_neighbours():
+    from ragen_cli.envs.sokoban import move_hint
     floor = frozenset((r, c) for r in range(1, 4) for c in range(1, 4))  # 5x5 room, 3x3 floor
     level = Level(5, 5, floor, frozenset({(1, 3)}), frozenset({(2, 2)}), (3, 2))
     # box (2,2) is 1 Up of the player (3,2); target (1,3) is 1 Up and 1 Right of the box; below the player is wall
-    assert describe(level, (3, 2), {(2, 2)}) == (
+    assert move_hint(level, (3, 2), {(2, 2)}) == (
         "The box is 1 Up of you; it must go 1 Up and 1 Right. Up: box, Down: wall, Left: floor, Right: floor.")
     two = Level(5, 5, floor, frozenset({(1, 1), (1, 3)}), frozenset({(2, 1), (3, 3)}), (2, 2))
-    assert describe(two, (2, 2), {(2, 1), (3, 3)}) == (
+    assert move_hint(two, (2, 2), {(2, 1), (3, 3)}) == (
         "Box 1 is 1 Left of you; it must go 1 Up. Box 2 is 1 Down and 1 Right of you; it must go 2 Up. "
         "Up: floor, Down: floor, Left: box, Right: floor.")
-    assert describe(two, (2, 2), {(1, 1), (1, 3)}) == "Every box is on a target."
+    assert move_hint(two, (2, 2), {(1, 1), (1, 3)}) == "Every box is on a target."
 
 
-def test_describe_option_on_seed0():
-    env = make_env("sokoban", {"describe": True})
+def test_move_hint_option_on_seed0():
+    env = make_env("sokoban", {"move_hint": True})
     obs, _ = env.reset(seed=0)  # player (3,3), box (4,3), target (4,4): walk round and push Right
     assert obs.splitlines()[-1] == ("The box is 1 Down of you; it must go 1 Right. "
                                     "Up: wall, Down: box, Left: floor, Right: floor.")
@@ -140,3 +140,15 @@ def test_push_distance_and_progress_reward_on_seed0():
     assert push_distance(env.level, env.player, env.boxes) == 0
     with pytest.raises(ValueError, match="progress_reward must be >= 0"):
         make_env("sokoban", {"progress_reward": -1.0})
+
+
+def test_coordinate_observation_on_seed0():
+    # seed 0: player (3,3), box (4,3), target (4,4); solved by Left, Down, Right
+    env = make_env("sokoban", {"observation": "grid_coord"})
+    obs, _ = env.reset(seed=0)
+    coords = "Board size: 6 rows x 6 cols (zero-indexed).\nTargets: (4, 4)\nBoxes: (4, 3)\nPlayer: (3, 3)"
+    assert obs == f"Coordinates:\n{coords}\nGrid map:\n######\n######\n######\n#__P_#\n##_XO#\n######"
+    for action in ["Left", "Down", "Right"]:
+        obs = env.step(action)[0]
+    assert obs.splitlines()[2:5] == ["Targets: (4, 4)", "Boxes on target: (4, 4)", "Player: (4, 3)"]
+    assert "(5, 5): Down adds 1 to the row" in env.instruction()

@@ -181,8 +181,46 @@ def normalise_action(action: str) -> str:
     return " ".join(action.split()).lower()
 
 
+OBSERVATIONS = ("grid", "coord", "grid_coord")
+
+
+def check_observation(value: str) -> None:
+    """Reject an unknown `observation` env config value."""
+    if value not in OBSERVATIONS:
+        raise ValueError(f"observation must be one of {', '.join(OBSERVATIONS)}, got {value!r}")
+
+
+def coordinate_text(rows: int, cols: int, entities: typing.Sequence[tuple[str, typing.Iterable[tuple[int, int]]]]) -> str:
+    """The grid's entities as zero-indexed (row, column) coordinates, RAGEN-2's `coord` render
+    (`ragen/env/*/utils.py:format_coordinate_render`): a size line, then one line per
+    entity label that has cells, cells in row-major order ("Holes: (0, 2), (2, 3)")."""
+    lines = [f"Board size: {rows} rows x {cols} cols (zero-indexed)."]
+    for label, cells in entities:
+        cells = sorted(cells)
+        if cells:
+            lines.append(f"{label}: {', '.join(f'({r}, {c})' for r, c in cells)}")
+    return "\n".join(lines)
+
+
+def observation_text(observation: str, grid: str, coords: str) -> str:
+    """The observation in the config's `observation` form: the symbol grid, the coordinates, or
+    both (RAGEN-2's `grid_coord`: coordinates first, then the grid)."""
+    check_observation(observation)
+    if observation == "grid":
+        return grid
+    if observation == "coord":
+        return coords
+    return f"Coordinates:\n{coords}\nGrid map:\n{grid}"
+
+
+def coordinate_rule(rows: int, cols: int) -> str:
+    """The instruction's sentence on coordinates (a rule of the game, the same for every state)."""
+    return (f"Positions are zero-indexed (row, column) coordinates, from the top-left corner (0, 0) to the "
+            f"bottom-right corner ({rows - 1}, {cols - 1}): Down adds 1 to the row, Right adds 1 to the column.")
+
+
 def offset_words(d_row: int, d_col: int) -> str:
-    """A grid offset in move names, for the envs' `describe` option: (2, -1) -> "2 Down and 1
+    """A grid offset in move names, for the envs' `move_hint` option: (2, -1) -> "2 Down and 1
     Left", (0, 1) -> "1 Right", (0, 0) -> "0 steps" (rows grow downwards)."""
     parts = [f"{abs(d)} {name}" for d, name in ((d_row, "Down" if d_row > 0 else "Up"),
                                                 (d_col, "Right" if d_col > 0 else "Left")) if d]

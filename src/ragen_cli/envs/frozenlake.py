@@ -19,7 +19,8 @@ import numpy as np
 from gymnasium.envs.toy_text.frozen_lake import FrozenLakeEnv as GymFrozenLake
 from gymnasium.envs.toy_text.frozen_lake import generate_random_map
 
-from ragen_cli.envs.base import TextEnv, check_action_match, named_action, offset_words
+from ragen_cli.envs.base import (TextEnv, check_action_match, check_observation, coordinate_rule, coordinate_text,
+                                 named_action, observation_text, offset_words)
 
 ACTION_NAMES = ("Left", "Down", "Right", "Up")  # gymnasium's action ids 0..3
 _ACTION_IDS = {name.lower(): i for i, name in enumerate(ACTION_NAMES)}
@@ -44,10 +45,15 @@ class FrozenLakeConfig:
     """How an answer names an action: `exact` (the name alone, any case; as the reference) or
     `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
     are common words, and "You have 9 actions left." would be Left."""
-    describe: bool = False
-    """Follow the map with the state in words: where the goal is from the player and what each
-    move leads into ("The goal is 2 Down and 1 Right of you. Left: edge, Down: hole, Right: ice,
-    Up: ice."). Off in the reference; a 135M model does not read the map (docs/training.md)."""
+    observation: str = "grid"
+    """What the model sees of the state: `grid` (the symbol map, as the reference's FrozenLake),
+    `coord` (zero-indexed coordinates of the goal, the player and the holes) or `grid_coord`
+    (both; RAGEN-2's `CoordFrozenLake`). None of them names a move."""
+    move_hint: bool = False
+    """A hint, not an observation: follow the map with a sentence that names the moves toward
+    the goal and what each move leads into ("The goal is 2 Down and 1 Right of you. Left: edge,
+    Down: hole, Right: ice, Up: ice."). A policy that plays the named moves scores 0.86 on the
+    shipped maps without reading anything else, so no shipped spec uses it (docs/envs.md)."""
     progress_reward: float = 0.0
     """Potential-based shaping (Ng, Harada & Russell 1999): each move also earns this times the
     drop in the walking distance to the goal (`goal_distance`; a hole counts as one move
@@ -58,6 +64,7 @@ class FrozenLakeConfig:
 
     def __post_init__(self):
         check_action_match(self.action_match)
+        check_observation(self.observation)
         if not 2 <= self.size <= 32:
             raise ValueError(f"size must be in 2..32, got {self.size}")
         if not 0.2 <= self.p <= 1.0:
@@ -125,8 +132,19 @@ def goal_distance(board: Sequence[str]) -> list[int]:
     return [d if d < far else farthest + 1 for d in dist]
 
 
-def describe(board: Sequence[str], state: int) -> str:
-    """The state in words (config `describe`): the goal's offset from the player and the tile
+def coordinates(board: Sequence[str], state: int) -> str:
+    """The state as coordinates (config `observation: coord`): the goal, the player (on the
+    goal, in a hole) and the holes, as RAGEN-2's `CoordFrozenLake` lists them (without its
+    start cell, which the map does not show either)."""
+    size = len(board)
+    cells = {tile: [divmod(i, size) for i in range(size * size) if board[i // size][i % size] == tile] for tile in "GH"}
+    player = divmod(state, size)
+    where = {"H": "Player in hole", "G": "Player on goal"}.get(board[player[0]][player[1]], "Player")
+    return coordinate_text(size, size, [("Goal", cells["G"]), (where, [player]), ("Holes", cells["H"])])
+
+
+def move_hint(board: Sequence[str], state: int) -> str:
+    """The moves in words (config `move_hint`): the goal's offset from the player and the tile
     each move leads into (edge, hole, goal or ice)."""
     size = len(board)
     row, col = divmod(state, size)
@@ -200,19 +218,20 @@ class FrozenLakeEnv(TextEnv):
                 else:
                     row.append(SYMBOLS[{"H": "hole", "G": "goal"}.get(tile, "frozen")])
             rows.append("".join(row))
-        if self.config.describe:
-            rows.append(describe(self.board, self.state))
-        return "\n".join(rows)
+        text = observation_text(self.config.observation, "\n".join(rows), coordinates(self.board, self.state))
+        return text + "\n" + move_hint(self.board, self.state) if self.config.move_hint else text
 
     def instruction(self) -> str:
         legend = ", ".join(f"{sym}: {role.replace('_', ' ')}" for role, sym in SYMBOLS.items())
         slip = (" The ice is slippery: you may move in a direction perpendicular to the one you chose."
                 if self.config.is_slippery else "")
+        obs = self.config.observation
         return (
             "You are solving the FrozenLake puzzle. Walk to the goal without falling into a hole; "
             "reaching the goal gives reward 1, a hole ends the episode." + slip + "\n"
-            f"The meaning of each symbol in the state is:\n{legend}\n"
-            f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
+            + (f"The meaning of each symbol in the state is:\n{legend}\n" if obs != "coord" else "")
+            + (coordinate_rule(self.config.size, self.config.size) + "\n" if obs != "grid" else "")
+            + f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
         )
 
     def valid_actions(self) -> list[str]:

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, check_action_match, named_action, offset_words
+from ragen_cli.envs.base import (TextEnv, check_action_match, check_observation, coordinate_rule, coordinate_text,
+                                 named_action, observation_text, offset_words)
 from ragen_cli.envs.sokoban_gen import DIRS, Level, Pos, generate_level
 
 ROLES = ("wall", "floor", "target", "box_on_target", "box", "player", "player_on_target")
@@ -34,11 +35,16 @@ class SokobanConfig:
     """How an answer names an action: `exact` (the name alone, any case; as the reference) or
     `word` (also a text naming exactly one action as a whole word). Exact by default: Left and Up
     are common words, and "You have 9 actions left." would be Left."""
-    describe: bool = False
-    """Follow the grid with the state in words: each box's offset from the player, the way it
-    must go to the nearest target and what each move leads into ("The box is 1 Up of you; it must
-    go 2 Left. Up: box, Down: wall, Left: floor, Right: floor."). Off in the reference; a 135M
-    model does not read the grid (docs/training.md)."""
+    observation: str = "grid"
+    """What the model sees of the state: `grid` (the symbol grid, as the reference's Sokoban),
+    `coord` (zero-indexed coordinates of the targets, boxes and player) or `grid_coord` (both;
+    RAGEN-2's `CoordSokoban`). None of them names a move."""
+    move_hint: bool = False
+    """A hint, not an observation: follow the grid with a sentence that names the moves (each
+    box's offset from the player, the way it must go to the nearest target and what each move
+    leads into: "The box is 1 Up of you; it must go 2 Left. Up: box, Down: wall, Left: floor,
+    Right: floor."). Playing the named moves scores 0.75 on the shipped levels without reading
+    anything else, so no shipped spec uses it (docs/envs.md)."""
     progress_reward: float = 0.0
     """Potential-based shaping (Ng, Harada & Russell 1999): each move also earns this times the
     drop in `push_distance` (boxes' distances to their nearest targets plus the player's walk to
@@ -50,6 +56,7 @@ class SokobanConfig:
 
     def __post_init__(self):
         check_action_match(self.action_match)
+        check_observation(self.observation)
         if min(self.dim_x, self.dim_y) < 4:
             raise ValueError(f"dim_x and dim_y must be >= 4, got {self.dim_x}x{self.dim_y}")
         if not 1 <= self.num_boxes <= 4:
@@ -81,8 +88,17 @@ def push_distance(level: Level, player: Pos, boxes: frozenset[Pos] | set[Pos]) -
     return boxes_to_go + min(_manhattan(player, box) for box in off) - 1
 
 
-def describe(level: Level, player: Pos, boxes: frozenset[Pos] | set[Pos]) -> str:
-    """The state in words (config `describe`): for each box off target its offset from the
+def coordinates(level: Level, player: Pos, boxes: frozenset[Pos] | set[Pos]) -> str:
+    """The state as coordinates (config `observation: coord`), as RAGEN-2's `CoordSokoban`
+    lists them: targets, boxes, boxes on target, the player (on a target); no walls."""
+    on = boxes & level.targets
+    where = "Player on target" if player in level.targets else "Player"
+    return coordinate_text(level.dim_y, level.dim_x, [("Targets", level.targets), ("Boxes", boxes - on),
+                                                      ("Boxes on target", on), (where, [player])])
+
+
+def move_hint(level: Level, player: Pos, boxes: frozenset[Pos] | set[Pos]) -> str:
+    """The moves in words (config `move_hint`): for each box off target its offset from the
     player and its offset to the nearest target, then the cell each move leads into."""
     off = sorted(boxes - level.targets)
     if not off:
@@ -164,19 +180,20 @@ class SokobanEnv(TextEnv):
                     role = "wall"
                 row.append(sym[role])
             rows.append("".join(row))
-        if self.config.describe:
-            rows.append(describe(lv, self.player, self.boxes))
-        return "\n".join(rows)
+        text = observation_text(self.config.observation, "\n".join(rows), coordinates(lv, self.player, self.boxes))
+        return text + "\n" + move_hint(lv, self.player, self.boxes) if self.config.move_hint else text
 
     def instruction(self) -> str:
         s = self.config.symbols
         legend = ", ".join(f"{s[role]}: {role.replace('_', ' ')}" for role in ROLES)
+        obs = self.config.observation
         return (
             "You are solving the Sokoban puzzle. You are the player and you need to push all boxes to targets. "
             "When you are right next to a box, you can push it by moving in the same direction. "
             "You cannot push a box through a wall, and you cannot pull a box.\n"
-            f"The meaning of each symbol in the state is:\n{legend}\n"
-            f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
+            + (f"The meaning of each symbol in the state is:\n{legend}\n" if obs != "coord" else "")
+            + (coordinate_rule(self.config.dim_y, self.config.dim_x) + "\n" if obs != "grid" else "")
+            + f"Your available actions are:\n{', '.join(ACTION_NAMES)}"
         )
 
     def valid_actions(self) -> list[str]:
