@@ -256,3 +256,21 @@ def test_explained_variance_of_constant_returns_is_zero_despite_rounding():
     returns = torch.full((4, 3), -0.1)
     values = torch.tensor([[0.3, -0.2, 0.1], [0.0, 0.5, -0.4], [0.2, 0.2, 0.2], [-0.3, 0.1, 0.0]])
     assert explained_variance(values, returns, torch.ones(4, 3)) == 0.0
+
+
+def test_rollout_is_weights_truncate_the_sampler_ratio_at_the_cap():
+    from ragen_cli.algos.losses import rollout_is_weights
+
+    # pi_old / pi_sampler = 0.5 / 0.25 = 2 (truncated to 1.5) and 0.2 / 0.2 = 1; the third token is off-mask
+    old = torch.log(torch.tensor([[0.5, 0.2, 0.9]]))
+    sampler = torch.log(torch.tensor([[0.25, 0.2, 0.1]]))
+    mask = torch.tensor([[1.0, 1.0, 0.0]])
+    w, stats = rollout_is_weights(old, sampler, mask, cap=1.5)
+    assert_close(w[:, :2], torch.tensor([[1.5, 1.0]]))
+    assert stats == pytest.approx({"is_truncated_frac": 0.5, "is_weight_mean": 1.25})
+    # ratio 1 (logp == old), advantage 1 on both tokens: token-mean of -[1.5, 1.0] = -1.25
+    adv = torch.ones(1, 3)
+    loss, _ = policy_loss(old, old, adv, mask, 0.2, 0.28, None, "token-mean", weights=w)
+    assert loss.item() == pytest.approx(-1.25)
+    with pytest.raises(ValueError, match="cap must be > 1"):
+        rollout_is_weights(old, sampler, mask, cap=1.0)

@@ -205,3 +205,13 @@ def test_print_plan_shows_sizes_provenance_and_launch(tmp_path: Path):
     assert rows["entropy_coef"] == ("0.0", "--set")
     assert rows["clip_low"] == ("0.2", "preset") and rows["gamma"] == ("1.0", "default")
     assert "VLLM_CPU_OMP_THREADS_BIND=0-1" in text and "world size 1" in text
+
+
+def test_rollout_is_correction_is_on_in_low_precision_and_off_in_fp32(cpu_plan: Plan):
+    from ragen_cli.compile.plan import rollout_is_cap
+
+    assert cpu_plan.rollout_is_cap == 2.0  # CPU_SPEC is bf16 with rollout_is auto
+    assert json.loads(cpu_plan.to_json())["rollout_is_cap"] == 2.0  # --dry-run --json shows it
+    assert Plan.from_json(cpu_plan.to_json()) == cpu_plan
+    assert [rollout_is_cap("auto", 2.0, p) for p in ("fp32", "bf16", "fp16")] == [None, 2.0, 2.0]
+    assert (rollout_is_cap("on", 3.0, "fp32"), rollout_is_cap("off", 2.0, "bf16")) == (3.0, None)

@@ -75,6 +75,18 @@ def test_parity_gap_and_threshold():
         check_parity([float("nan")], [-1.0], 0.05)
 
 
+def test_parity_tolerance_rises_with_the_measured_noise_of_the_same_weights():
+    from ragen_cli.rollout.backend import parity_tolerance
+
+    # fp32: the kernels agree to ~1e-6, so the threshold decides; bf16: 4 x 0.3 = 1.2 nats
+    assert parity_tolerance(1e-6, 0.05, 4.0) == 0.05
+    assert parity_tolerance(0.3, 0.05, 4.0) == pytest.approx(1.2)
+    # gap 0.5 (|-2.0 - -2.5|): within 4 x 0.2 = 0.8 of a bf16-like floor, outside 4 x 0.1 = 0.4
+    assert check_parity([-1.0, -2.0], [-1.0, -2.5], 0.05, noise=0.2, factor=4.0) == pytest.approx(0.5)
+    with pytest.raises(ParityError, match=r"0.5 > 0.4 .*parity_noise_factor 4 x the gap 0.1"):
+        check_parity([-1.0, -2.0], [-1.0, -2.5], 0.05, noise=0.1, factor=4.0)
+
+
 def test_auto_falls_back_to_hf_and_says_so(tiny_model_dir, monkeypatch, caplog):
     import sys
 

@@ -64,6 +64,30 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
 # ---------------------------------------------------------------------------------- policy
 
 
+def rollout_is_weights(old_logp: torch.Tensor, sample_logp: torch.Tensor, mask: torch.Tensor,
+                       cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+    """Truncated importance weights of the sampler mismatch -> ``(weights, stats)``.
+
+    The rollout engine drew the tokens, so the PPO ratio's ``pi_old`` (the trainer's log-probs
+    before the update) is not the sampling distribution when the two disagree (bf16 kernels,
+    a different attention implementation). Truncated importance sampling (Yao et al. 2025,
+    "Your efficient RL framework secretly brings you off-policy RL training"; verl's
+    ``tis_imp_ratio_cap``, TRL's ``vllm_importance_sampling_cap``) multiplies each token's
+    policy loss by ``w = min(pi_old / pi_sampler, cap)``, detached.
+
+    Shapes: all ``[B,T]``. Stats over masked tokens: ``is_truncated_frac`` (share with ratio >
+    cap) and ``is_weight_mean``. The log-ratio is clamped to [-20, 20] as in ``policy_loss``.
+    """
+    check_same_shape(old_logp=old_logp, sample_logp=sample_logp, mask=mask)
+    if not cap > 1.0:
+        raise ValueError(f"cap must be > 1, got {cap}")
+    ratio = torch.exp(torch.clamp(old_logp.detach() - sample_logp.detach(), -20.0, 20.0))
+    weights = torch.clamp(ratio, max=cap)
+    stats = {"is_truncated_frac": masked_mean((ratio > cap).float(), mask).item(),
+             "is_weight_mean": masked_mean(weights, mask).item()}
+    return weights, stats
+
+
 def policy_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -73,6 +97,7 @@ def policy_loss(
     clip_high: float,
     dual_clip_c: float | None,
     agg: str,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """PPO clipped surrogate with decoupled clip bounds and optional dual clip -> ``(loss, stats)``.
 
@@ -87,6 +112,9 @@ def policy_loss(
     ``clipfrac_low`` (A < 0 and ratio < 1 - clip_low), ``dual_clipfrac`` (A < 0 and ratio > c);
     ``approx_kl``: k3 estimate of KL(old || new), ``(r - 1) - log r`` with ``r = new/old``
     (joschu.net/blog/kl-approx.html), a token mean.
+
+    ``weights`` (``[B,T]``, optional): per-token factors on the clipped loss, e.g. the rollout
+    importance weights of ``rollout_is_weights``.
 
     Deviation: the log-ratio is clamped to [-20, 20] before ``exp`` (verl) so a stale token cannot
     overflow the ratio.
@@ -106,6 +134,8 @@ def policy_loss(
     if dual_clip_c is not None:
         pg = torch.where(adv < 0, torch.minimum(pg, -adv * dual_clip_c), pg)
         dual_active = (adv < 0) & (ratio > dual_clip_c)
+    if weights is not None:
+        pg = pg * weights.detach()
     loss = aggregate(pg, mask, agg)
     with torch.no_grad():
         r = ratio.detach()

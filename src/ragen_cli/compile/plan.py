@@ -34,6 +34,7 @@ class Plan:
     env: dict[str, str]
     launch: Launch
     algorithm: dict[str, Any]
+    rollout_is_cap: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -83,4 +84,14 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         env=process_env(spec, device, cpu_count),
         launch=launch_command(spec),
         algorithm=a.model_dump(),
+        rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, spec.deepspeed.precision),
     )
+
+
+def rollout_is_cap(mode: str, cap: float, precision: str) -> float | None:
+    """The rollout importance-weight cap the update uses, or None for no correction:
+    `algorithm.rollout_is` on -> the cap, off -> None, auto -> the cap unless the run is fp32
+    (where engine and trainer agree to ~1e-6 nats and the weights would all be 1)."""
+    if mode == "auto":
+        mode = "off" if precision == "fp32" else "on"
+    return cap if mode == "on" else None

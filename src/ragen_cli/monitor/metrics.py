@@ -71,6 +71,8 @@ _TABLE: list[tuple[str, str, str]] = [
     ("actor/clip_frac_high", "fraction", "Share of loss-mask tokens clipped at the upper bound (positive advantage, ratio > 1 + clip_high)."),
     ("actor/approx_kl", "nats", "Approximate KL between the sampling policy and the updated policy (k3 estimator)."),
     ("actor/kl_ref", "nats", "KL of the policy to the reference model (the spec's estimator); absent when kl_coef is 0."),
+    ("actor/is_truncated_frac", "fraction", "Share of loss-mask tokens whose rollout importance ratio pi_old / pi_sampler exceeded algorithm.rollout_is_cap (truncated); absent when the correction is off."),
+    ("actor/is_weight_mean", "weight", "Mean truncated rollout importance weight over loss-mask tokens; absent when the correction is off."),
     ("actor/policy_loss", "loss", "PPO clipped surrogate loss (the aggregated value that was minimised, without bonuses)."),
     ("actor/lr", "lr", "Actor learning rate of the step's last optimizer step (schedule x health-intervention scale)."),
     ("critic/value_loss", "loss", "Critic (value-clipped) squared-error loss; absent without a critic."),
@@ -102,6 +104,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("perf/rollout_tokens_per_s", "tokens/s", "Generated tokens per second during rollouts."),
     ("perf/update_tokens_per_s", "tokens/s", "Tokens (prompt and reply) processed per second by the update."),
     ("sync/parity_gap", "nats", "Largest absolute log-prob gap between trainer and rollout engine on probe tokens after a sync."),
+    ("sync/parity_noise", "nats", "The same gap before the update, when both hold the same weights: the kernels' own disagreement at this precision."),
 ]
 
 METRICS: dict[str, Metric] = {

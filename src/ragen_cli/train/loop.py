@@ -56,14 +56,16 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
     # 4. token rewards and advantages (GAE with the critic, GRPO or REINFORCE-LOO)
     adv, returns = stages.advantages(spec, batch, old["values"])
-    # 5. updates on this process's share of the kept rows
+    # 5. updates on this process's share of the kept rows (first: the engine-trainer gap
+    # with the weights both hold, the floor the sync's parity probe is judged against)
+    noise = stages.parity_noise(run, batch)
     local = batch.rows(mine)
 
     def part(x):
         return None if x is None else x[mine, : local.mask.shape[1]]
 
     actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]), spec,
-                               mini_rows, run.state.lr_scale)
+                               mini_rows, run.state.lr_scale, run.plan.rollout_is_cap)
     critic_stats = None
     if engines.critic is not None:
         critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows,
@@ -72,7 +74,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
-    metrics["sync/parity_gap"] = stages.parity_probe(run, batch)
+    metrics["sync/parity_gap"] = stages.parity_probe(run, batch, noise)
+    metrics["sync/parity_noise"] = noise
     # 7. metrics
     metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
     metrics.update(stages.reward_stats(trajs))

@@ -108,17 +108,32 @@ def push_weights(run, tag: str) -> float:
     return time.perf_counter() - start
 
 
-def parity_probe(run, batch: Batch) -> float:
-    """Trainer vs rollout-engine log-probs on the sampled tokens of the batch's first row;
-    raises ParityError above rollout.parity_threshold (a stale or half-applied sync)."""
-    from ragen_cli.rollout.backend import check_parity
-
+def probe_logprobs(run, batch: Batch) -> tuple[list[float], list[float]]:
+    """(trainer, engine) log-probs of the sampled tokens of the batch's first row."""
     row = batch.rows([0])
     n = int(row.attention_mask.sum().item())
     trainer = score(run.engines.actor, row, 1)[0, : n - 1]
     engine = torch.tensor(run.backend.score(row.input_ids[0, :n].tolist()))
     on = row.mask[0, : n - 1].bool()
-    return check_parity(trainer[on].tolist(), engine[on].tolist(), run.spec.rollout.parity_threshold)
+    return trainer[on].tolist(), engine[on].tolist()
+
+
+def parity_noise(run, batch: Batch) -> float:
+    """The probe's gap with the same weights on both sides (before the update): what the two
+    kernels differ by at this precision, the floor `parity_probe` compares against."""
+    from ragen_cli.rollout.backend import parity_gap
+
+    return parity_gap(*probe_logprobs(run, batch))
+
+
+def parity_probe(run, batch: Batch, noise: float) -> float:
+    """The probe's gap after the sync; raises ParityError above rollout.parity_threshold or
+    rollout.parity_noise_factor x `noise` (`rollout.backend.parity_tolerance`): a stale or
+    half-applied sync, told apart from the kernels' own disagreement."""
+    from ragen_cli.rollout.backend import check_parity
+
+    r = run.spec.rollout
+    return check_parity(*probe_logprobs(run, batch), r.parity_threshold, noise, r.parity_noise_factor)
 
 
 def in_group_std(values: list[float], groups: list[int]) -> float:
@@ -178,6 +193,9 @@ def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
     }
     if "kl_ref" in actor:
         out["actor/kl_ref"] = actor["kl_ref"]
+    if "is_truncated_frac" in actor:
+        out["actor/is_truncated_frac"] = actor["is_truncated_frac"]
+        out["actor/is_weight_mean"] = actor["is_weight_mean"]
     if critic is not None:
         out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
                     "critic/lr": critic.get("lr")})

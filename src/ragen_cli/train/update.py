@@ -17,7 +17,7 @@ from collections import defaultdict
 
 import torch
 
-from ragen_cli.algos.losses import aggregate, kl, policy_loss, value_loss
+from ragen_cli.algos.losses import aggregate, kl, policy_loss, rollout_is_weights, value_loss
 from ragen_cli.train.batch import Batch, micro_slices, policy_forward, value_forward
 
 
@@ -52,13 +52,18 @@ def _passes(spec) -> int:
     return spec.algorithm.online_k * spec.algorithm.ppo_epochs
 
 
-def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec) -> tuple[torch.Tensor, dict]:
+def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec,
+                 is_cap: float | None = None) -> tuple[torch.Tensor, dict]:
     a = spec.algorithm
     logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=spec.train.share_prefix)
     T = logp.shape[1]
     old = logp.detach() if old_logp is None else old_logp[rows, :T]  # None: single pass (stages.single_pass)
+    weights, is_stats = None, {}
+    if is_cap is not None:  # the engine drew the tokens: correct for its mismatch with pi_old
+        weights, is_stats = rollout_is_weights(old, mb.sample_logp[:, :T], mb.mask, is_cap)
     pg, stats = policy_loss(logp, old, adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
-                            a.dual_clip_c, a.loss_agg)
+                            a.dual_clip_c, a.loss_agg, weights)
+    stats.update(is_stats)
     ent = aggregate(entropy, mb.mask, a.loss_agg)
     loss = pg - a.entropy_coef * ent
     stats = {**stats, "policy_loss": pg.item(), "entropy": ent.item()}
@@ -73,12 +78,13 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec) -> tupl
 
 
 def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows: int,
-                 lr_scale: float = 1.0) -> dict[str, float]:
+                 lr_scale: float = 1.0, is_cap: float | None = None) -> dict[str, float]:
     """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm and
-    the learning rate used."""
+    the learning rate used. `is_cap`: the rollout importance-weight cap (Plan.rollout_is_cap),
+    None for no correction."""
 
     def micro_loss(mb: Batch, rows: list[int]):
-        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec)
+        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec, is_cap)
 
     return _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
 
