@@ -274,3 +274,34 @@ def test_rollout_is_weights_truncate_the_sampler_ratio_at_the_cap():
     assert loss.item() == pytest.approx(-1.25)
     with pytest.raises(ValueError, match="cap must be > 1"):
         rollout_is_weights(old, sampler, mask, cap=1.0)
+
+
+def _expected_kl_loss_grad(logits: torch.Tensor, ref: torch.Tensor, estimator: str) -> torch.Tensor:
+    """The expected gradient of a KL estimator used as a loss on samples a ~ pi: the loss of
+    each action weighted by pi(a) held fixed (what averaging many sampled tokens gives)."""
+    logits = logits.clone().requires_grad_(True)
+    logp = torch.log_softmax(logits, -1)
+    weights = logp.exp().detach()
+    (weights * kl(logp, ref.log(), estimator)).sum().backward()
+    return logits.grad
+
+
+def test_kl_loss_pulls_the_policy_toward_the_reference_and_k1_does_nothing():
+    logits = torch.tensor([1.0, 0.0, -1.0])
+    pi = torch.softmax(logits, -1)
+    ref = torch.tensor([0.2, 0.3, 0.5])
+    # k3 / low_var_kl as a loss: grad = grad KL(ref || pi) = pi - ref for softmax logits (derived
+    # in the kl() docstring), i.e. gradient descent moves pi toward ref
+    for estimator in ("k3", "low_var_kl"):
+        assert_close(_expected_kl_loss_grad(logits, ref, estimator), pi - ref)
+    # k1 as a loss: E_pi[grad log pi] = 0, the term is inert
+    assert_close(_expected_kl_loss_grad(logits, ref, "k1"), torch.zeros(3), atol=1e-6, rtol=0)
+    # a few descent steps with the low_var_kl loss shrink both KL directions
+    theta = logits.clone()
+    for _ in range(50):
+        theta = theta - 0.5 * _expected_kl_loss_grad(theta, ref, "low_var_kl")
+    p_before, p_after = pi, torch.softmax(theta, -1)
+    def kl_of(p, q):
+        return float((p * (p / q).log()).sum())
+    assert kl_of(ref, p_after) < 0.1 * kl_of(ref, p_before)
+    assert kl_of(p_after, ref) < 0.1 * kl_of(p_before, ref)

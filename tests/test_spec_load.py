@@ -144,7 +144,7 @@ def test_validate_says_which_algorithm_values_won(tmp_path: Path):
     assert result.exit_code == 0, result.output
     line = result.stdout.splitlines()[1]
     assert line == (
-        'algorithm from preset starpo: adv_estimator="gae", clip_low=0.2, kl_estimator="k1", '
+        'algorithm from preset starpo: adv_estimator="gae", clip_low=0.2, kl_estimator="low_var_kl", '
         'filter.metric="reward_std", filter.keep_ratio=1.0, filter.direction="top"; '
         "from the spec: clip_high=0.25; from --set: kl_coef=0.01"
     )
@@ -181,3 +181,13 @@ def test_set_whole_algorithm_section_counts_as_set(tmp_path: Path):
     assert loaded.spec.algorithm.clip_high == 0.3 and loaded.spec.algorithm.filter.keep_ratio == 0.5
     assert loaded.provenance["clip_high"] == "--set" and loaded.provenance["filter.keep_ratio"] == "--set"
     assert loaded.provenance["clip_low"] == "preset"
+
+
+def test_k1_as_a_kl_loss_is_refused_and_the_starpo_preset_uses_low_var_kl(tmp_path):
+    from ragen_cli.spec.errors import SpecError
+
+    loaded = load(write(tmp_path, MINIMAL + "algorithm: {preset: starpo}\n"))
+    assert (loaded.spec.algorithm.kl_coef, loaded.spec.algorithm.kl_estimator) == (0.001, "low_var_kl")
+    with pytest.raises(SpecError, match="k1 used as a loss has zero expected gradient"):
+        load(write(tmp_path, MINIMAL + "algorithm: {preset: starpo, kl_estimator: k1}\n"))
+    assert load(write(tmp_path, MINIMAL + "algorithm: {kl_estimator: k1}\n")).spec.algorithm.kl_coef == 0.0  # no KL: fine

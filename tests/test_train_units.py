@@ -95,3 +95,24 @@ def test_ds_config_pins_unmanaged_accumulation():
     assert cfg["gradient_accumulation_steps"] == 1 and cfg["train_batch_size"] == 8
     assert cfg["managed_gradient_accumulation"] is False
     assert base["gradient_accumulation_steps"] == 4  # the plan's dict is not modified
+
+
+def test_filter_ranks_groups_by_the_task_reward_unless_told_shaped():
+    from ragen_cli.algos.filter import filter_groups
+    from ragen_cli.rollout.types import Trajectory
+    from ragen_cli.train.stages import filter_rewards
+
+    # group 0: task rewards equal (0, 0), shaped differ by a format penalty (-1, 0): std 0 / 0.5;
+    # group 1: task and shaped rewards 0 and 0.4: std 0.2 either way
+    trajs = []
+    for group, task, shaped in ((0, 0.0, -1.0), (0, 0.0, 0.0), (1, 0.0, 0.0), (1, 0.4, 0.4)):
+        t = Trajectory(group=group, task_reward=task)
+        t.turn_rewards = [shaped]
+        trajs.append(t)
+    groups = torch.tensor([t.group for t in trajs])
+    assert filter_rewards(trajs, "task").tolist() == pytest.approx([0.0, 0.0, 0.0, 0.4])
+    assert filter_rewards(trajs, "shaped").tolist() == pytest.approx([-1.0, 0.0, 0.0, 0.4])
+    assert filter_groups(filter_rewards(trajs, "task"), groups, 0.5)[0].tolist() == [2, 3]
+    assert filter_groups(filter_rewards(trajs, "shaped"), groups, 0.5)[0].tolist() == [0, 1]
+    with pytest.raises(ValueError):
+        filter_rewards(trajs, "episode")

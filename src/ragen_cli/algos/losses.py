@@ -294,8 +294,13 @@ def kl(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tens
     """Per-token estimate of KL(pi || pi_ref) from samples of pi -> ``[B,T]``.
 
     Estimators from J. Schulman, "Approximating KL divergence" (joschu.net/blog/kl-approx.html):
-    ``k1`` (StarPO's KL term, RAGEN section 3, coefficient 0.001), ``k3``, and ``low_var_kl``
-    (k3 clamped, as verl). Aggregate with ``aggregate(kl(...), mask, mode)``; values at masked-out
+    ``k1``, ``k3``, and ``low_var_kl`` (k3 clamped, as verl). Their *values* estimate
+    KL(pi || pi_ref); their *gradients* as a loss on samples of pi differ: k1's expected gradient
+    is zero (E_pi[grad log pi] = 0), and k3's is grad KL(pi_ref || pi) =
+    -sum_a pi_ref(a) grad log pi(a), which pulls pi toward the reference (for softmax logits:
+    pi - pi_ref; tests/test_algos_losses.py). StarPO's KL term (RAGEN section 3, coefficient
+    0.001) is therefore a ``low_var_kl`` loss, as verl's ``use_kl_loss``; the spec refuses k1 as
+    a loss. Aggregate with ``aggregate(kl(...), mask, mode)``; values at masked-out
     positions are finite but meaningless.
 
     Shapes: ``logp``, ``ref_logp``: ``[B,T]``. ``ref_logp`` is detached (the reference is frozen).

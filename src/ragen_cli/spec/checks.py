@@ -81,6 +81,9 @@ def check_algorithm(spec: RunSpec) -> Found:
         out.append(("algorithm.bi_level_gae", f"needs adv_estimator 'gae', got '{a.adv_estimator}'"))
     if a.turn_rewards and a.adv_estimator == "reinforce":
         out.append(("algorithm.turn_rewards", "is not implemented for adv_estimator 'reinforce'; use grpo or gae"))
+    if a.kl_coef > 0 and a.kl_estimator == "k1":
+        out.append(("algorithm.kl_estimator", "k1 used as a loss has zero expected gradient (E_pi[grad log pi] = 0): "
+                    "the KL term would do nothing; use low_var_kl (verl's default for a KL loss) or k3"))
     return out
 
 

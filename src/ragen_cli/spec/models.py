@@ -121,6 +121,11 @@ class RolloutSpec(Section):
 class FilterSpec(Section):
     metric: Literal["reward_std"] = Field("reward_std", description="Score of a group: std of its N trajectory rewards.")
     keep_ratio: float = Field(0.25, gt=0.0, le=1.0, description="Fraction of groups kept per step (1.0 keeps all).")
+    reward: Literal["task", "shaped"] = Field(
+        "task", description="Which reward's std ranks the groups: task (the env's own reward, without format penalty "
+        "or progress shaping) or shaped (the reward the advantages use). Ranking by the shaped reward keeps the "
+        "groups with the most shaping and penalty variance, not the most task signal.",
+    )
     direction: Literal["top", "bottom"] = Field("top", description="Keep the highest-scoring groups (top) or the lowest (bottom).")
 
 
@@ -141,7 +146,11 @@ class AlgorithmSpec(Section):
     clip_high: float = Field(0.28, ge=0.0, description="PPO upper clip: ratio <= 1 + clip_high (DAPO clip-higher).")
     dual_clip_c: float | None = Field(3.0, gt=1.0, description="Dual-clip bound for negative advantages; omit to turn off.")
     kl_coef: float = Field(0.0, ge=0.0, description="Weight of the KL-to-reference term in the loss; 0 loads no reference model.")
-    kl_estimator: Literal["k1", "k3", "low_var_kl"] = Field("k1", description="KL estimator (k1, k3, or k3 clamped: low_var_kl).")
+    kl_estimator: Literal["k1", "k3", "low_var_kl"] = Field(
+        "low_var_kl", description="KL estimator of the loss term: low_var_kl (k3 clamped, verl's default for a KL "
+        "loss) or k3. Used as a loss on samples of pi, both give the gradient of KL(pi_ref || pi), which pulls the "
+        "policy toward the reference. k1 is refused with kl_coef > 0: as a loss its expected gradient is zero.",
+    )
     entropy_coef: float = Field(0.001, ge=0.0, description="Weight of the entropy bonus.")
     loss_agg: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = Field(
         "token-mean", description="How token losses become one number."

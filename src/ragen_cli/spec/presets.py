@@ -3,7 +3,9 @@
 StarPO-S (RAGEN, arXiv 2504.20073, Sec. 4 and the reference `base.yaml`): keep the 25% of groups
 with the highest in-group reward std, decoupled clip 0.2 / 0.28 (DAPO clip-higher), no KL, PPO
 with a critic (GAE). Vanilla StarPO (`train_all.sh` USE_BASE): KL 0.001, clip 0.2 / 0.2, no
-filter (keep_ratio 1.0), GAE.
+filter (keep_ratio 1.0), GAE. The reference adds the KL as a loss with `low_var_kl`
+(verl `use_kl_loss`); so does this preset (k1 as a loss would do nothing: its expected
+gradient is zero).
 
 A preset only fills the `algorithm` fields the user did not write; the user always wins.
 """
@@ -27,7 +29,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "clip_low": 0.2,
         "clip_high": 0.2,
         "kl_coef": 0.001,
-        "kl_estimator": "k1",
+        "kl_estimator": "low_var_kl",
         "filter": {"metric": "reward_std", "keep_ratio": 1.0, "direction": "top"},
     },
 }

@@ -42,9 +42,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     seeds = list(range(run.state.cursor, run.state.cursor + spec.env.train.groups))
     run.state.cursor += spec.env.train.groups
     trajs, metrics = stages.gather_rollouts(run, seeds, step)
-    # 2. StarPO-S filter: keep the groups with the highest in-group reward std
-    rewards = torch.tensor([t.episode_reward for t in trajs])
-    keep, fstats = filter_groups(rewards, torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
+    # 2. StarPO-S filter: keep the groups with the highest in-group std of the task (or shaped) reward
+    keep, fstats = filter_groups(stages.filter_rewards(trajs, a.filter.reward), torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
     kept = [trajs[i] for i in keep.tolist()]
     # template-collapse metrics: every reply of the step under every state, before the update
     metrics.update(stages.collapse_metrics(run, trajs, step))

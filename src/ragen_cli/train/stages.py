@@ -136,6 +136,15 @@ def parity_probe(run, batch: Batch, noise: float) -> float:
     return check_parity(*probe_logprobs(run, batch), r.parity_threshold, noise, r.parity_noise_factor)
 
 
+def filter_rewards(trajs, which: str) -> torch.Tensor:
+    """The episode rewards the StarPO-S filter ranks groups by (`algorithm.filter.reward`):
+    `task`, the env's own reward (no format penalty, no progress shaping), or `shaped`, the
+    reward the advantages are computed from."""
+    if which not in ("task", "shaped"):
+        raise ValueError(f"filter reward must be task or shaped, got {which!r}")
+    return torch.tensor([t.task_reward if which == "task" else t.episode_reward for t in trajs])
+
+
 def in_group_std(values: list[float], groups: list[int]) -> float:
     """Mean over groups of the population std of a group's values (the filter's definition)."""
     from ragen_cli.algos.masked import group_index, group_moments
