@@ -9,12 +9,12 @@ from pathlib import Path
 SPECS = Path(__file__).resolve().parent.parent / "specs"
 
 
-def shipped_spec(name: str):
+def shipped_spec(name: str, overrides: list[str] | None = None):
     """The validated `RunSpec` of specs/NAME.yaml, or of the file NAME when it ends in .yaml
-    (a spec that is not shipped, e.g. one a run is trying out)."""
+    (a spec that is not shipped, e.g. one a run is trying out), with `--set`-style overrides."""
     from ragen_cli.spec.loader import load_spec
 
-    return load_spec(Path(name) if name.endswith((".yaml", ".yml")) else SPECS / f"{name}.yaml")
+    return load_spec(Path(name) if name.endswith((".yaml", ".yml")) else SPECS / f"{name}.yaml", overrides or [])
 
 
 def tokenizer_and_engine(model: str):

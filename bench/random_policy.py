@@ -14,7 +14,8 @@ seeds and on `--draws` x 20 other seeds, and per `answer_example` mode (random,
 random-per-rollout) the policy that copies the format line's example every turn, as
 validation shows it: on these deterministic-per-seed envs that is one exact number, the
 validation success of a model that only copies. Last, the policy that reads the env's
-`move_hint` sentence (forced on; it changes no dynamics) and answers with the moves it names:
+`move_hint` sentence (forced on; it changes no dynamics) and answers with the moves it names,
+which is also what subtracting the `grid_coord` coordinates and walking the difference gives:
 FrozenLake, the goal's offset with a move into a hole put last; Sokoban, the box's offset from
 the player and then the way the box must go (walk into the box, then push). Each turn it reads
 the sentence again and plays up to `rollout.max_actions_per_turn` of those moves: what a model
@@ -106,10 +107,11 @@ def main() -> None:
     ap.add_argument("--specs", default="frozenlake,sokoban", help="shipped spec names (specs/NAME.yaml) or spec files (*.yaml), comma-separated")
     ap.add_argument("--moves", default="6,9", help="comma-separated move budgets")
     ap.add_argument("--draws", type=int, default=100, help="random action sequences per seed")
+    ap.add_argument("--set", action="append", default=[], dest="sets", help="spec override, as ragen train --set")
     args = ap.parse_args()
 
     for name in args.specs.split(","):
-        spec = shipped_spec(name)
+        spec = shipped_spec(name, args.sets)
         ref, val = spec.env.train, spec.env.val
         env = make_env(ref.name, dict(ref.config))
         seeds = list(range(val.seed, val.seed + val.episodes))
@@ -129,7 +131,7 @@ def main() -> None:
                   flush=True)
         for pool, label in ((seeds, "on val seeds"), (others, f"on {len(others)} other seeds")):
             rate = reads_words_rate(ref.name, dict(ref.config), pool, spec.rollout)
-            print(json.dumps({**head, "policy": f"play the moves the move_hint sentence names, {label}",
+            print(json.dumps({**head, "policy": f"walk the coordinate difference (the moves move_hint names), {label}",
                               "success": round(rate, 3)}), flush=True)
 
 
