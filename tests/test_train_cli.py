@@ -52,4 +52,4 @@ def test_bad_override_is_a_spec_error(tmp_path):
 
 def test_export_of_a_non_checkpoint(tmp_path):
     result = runner.invoke(app, ["export", str(tmp_path), str(tmp_path / "out")])
-    assert result.exit_code == 1 and "not a ragen checkpoint" in result.output
+    assert result.exit_code == 2 and "not a ragen checkpoint" in result.output

@@ -17,6 +17,7 @@ from typing import Any
 
 from ragen_cli.eval.manifest import content_hash
 from ragen_cli.models.verify import safetensors_shapes, weight_problems
+from ragen_cli.train.checkpoint import state_problems
 
 _STEP = re.compile(r"^(\.tmp-)?step-(\d+)$")
 # config.json keys that must agree for two directories to be the same model architecture.
@@ -51,14 +52,6 @@ class Policy:
             if value is not None:
                 out[key] = str(value) if isinstance(value, Path) else value
         return {**out, **self.extra}
-
-
-def state_problems(state: dict) -> list[str]:
-    """Type problems of the fields of a checkpoint's state.json that loading reads."""
-    want = {"step": (int,), "lora": (bool,), "base_model": (str, type(None))}
-    return [f"{k} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {state[k]!r}"
-            for k, types in want.items()
-            if k in state and (not isinstance(state[k], types) or (int in types and isinstance(state[k], bool)))]
 
 
 def _read_json(path: Path, what: str) -> dict:

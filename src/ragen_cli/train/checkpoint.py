@@ -28,6 +28,60 @@ CKPT_RE = re.compile(r"^step-(\d+)$")
 HISTORY_TAIL = 100
 
 
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be resumed from or exported; the message names it and the fix."""
+
+
+def state_problems(state: dict) -> list[str]:
+    """Type problems of the fields of a checkpoint's state.json that loading reads."""
+    want = {"step": (int,), "lora": (bool,), "base_model": (str, type(None))}
+    return [f"{k} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, got {state[k]!r}"
+            for k, types in want.items()
+            if k in state and (not isinstance(state[k], types) or (int in types and isinstance(state[k], bool)))]
+
+
+def checkpoint_problems(ckpt: Path) -> list[str]:
+    """Why checkpoint `ckpt` cannot be resumed from or exported, read from its files without
+    loading an engine: state.json (JSON, field types), rng.pt, the DeepSpeed directory, and the
+    model/ weights (full: every tensor the config needs, with its shape; LoRA: a readable
+    adapter). Empty when it looks whole."""
+    from ragen_cli.models.verify import safetensors_shapes, weight_problems
+
+    try:
+        state = json.loads((ckpt / "state.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ["no state.json (half-written, or not a ragen checkpoint)"]
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return [f"state.json is not JSON ({exc})"]
+    if not isinstance(state, dict):
+        return ["state.json is not a JSON object"]
+    problems = [f"state.json: {p}" for p in state_problems(state)]
+    for name in ("rng.pt", "deepspeed"):
+        if not (ckpt / name).exists():
+            problems.append(f"{name} is missing")
+    model = ckpt / "model"
+    if not model.is_dir():
+        return problems + ["model/ is missing"]
+    if state.get("lora") is True:
+        adapters = sorted(model.glob("adapter_model*.safetensors"))
+        if not (model / "adapter_config.json").is_file() or not adapters:
+            problems.append("model/ holds no LoRA adapter (adapter_config.json, adapter_model.safetensors)")
+        problems += [f"model/{p}" for p in safetensors_shapes(adapters)[1]]
+    else:
+        problems += [f"model/: {p}" for p in weight_problems(model)]
+    return problems
+
+
+def check_checkpoint(ckpt: Path) -> None:
+    """Raise CheckpointError naming `ckpt`, its problems and the way out when it is broken."""
+    problems = checkpoint_problems(ckpt)
+    if problems:
+        older = [p for _, p in list_checkpoints(ckpt.parent) if p != ckpt]
+        way_out = (f"move it aside (mv {ckpt} {ckpt.parent / ('broken-' + ckpt.name)}) to use the one before it, "
+                   f"{older[-1].name}" if older else "no older checkpoint is left")
+        raise CheckpointError(f"checkpoint {ckpt} is broken: {'; '.join(problems)}; {way_out}")
+
+
 def list_checkpoints(ckpt_root: Path) -> list[tuple[int, Path]]:
     """(step, path) of the finished checkpoints under `ckpt_root`, oldest first."""
     if not ckpt_root.is_dir():
@@ -112,18 +166,25 @@ def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: 
 
 
 def load(ckpt: Path, engines) -> dict[str, Any]:
-    """Restore engines (weights, optimizer, scheduler) and RNG from `ckpt`; returns state.json."""
+    """Restore engines (weights, optimizer, scheduler) and RNG from `ckpt`; returns state.json.
+    A checkpoint whose files are broken is a CheckpointError naming it (checked first from the
+    files, then whatever DeepSpeed or torch cannot read)."""
     import torch
 
+    check_checkpoint(ckpt)
     strict = not engines.lora
-    for tag, engine in (("actor", engines.actor), ("critic", engines.critic)):
-        if engine is None:
-            continue
-        path, _ = engine.load_checkpoint(str(ckpt / "deepspeed"), tag=tag, load_module_strict=strict,
-                                         load_optimizer_states=True, load_lr_scheduler_states=True)
-        if path is None:
-            raise FileNotFoundError(f"checkpoint {ckpt} has no DeepSpeed state for the {tag}")
-    set_rng_state(torch.load(ckpt / "rng.pt", weights_only=False))
+    try:
+        for tag, engine in (("actor", engines.actor), ("critic", engines.critic)):
+            if engine is None:
+                continue
+            path, _ = engine.load_checkpoint(str(ckpt / "deepspeed"), tag=tag, load_module_strict=strict,
+                                             load_optimizer_states=True, load_lr_scheduler_states=True)
+            if path is None:
+                raise FileNotFoundError(f"no DeepSpeed state for the {tag}")
+        set_rng_state(torch.load(ckpt / "rng.pt", weights_only=False))
+    except Exception as exc:  # truncated .pt files: torch's and DeepSpeed's own errors
+        raise CheckpointError(f"checkpoint {ckpt} cannot be loaded ({type(exc).__name__}: {str(exc)[:200]}); "
+                              f"move it aside to resume from the one before it") from exc
     return json.loads((ckpt / "state.json").read_text())
 
 
@@ -134,6 +195,9 @@ def export(ckpt: Path, out: Path) -> Path:
     state_file, model = ckpt / "state.json", ckpt / "model"
     if not state_file.is_file() or not model.is_dir():
         raise FileNotFoundError(f"{ckpt} is not a ragen checkpoint (no state.json / model/)")
+    problems = checkpoint_problems(ckpt)
+    if problems:
+        raise CheckpointError(f"checkpoint {ckpt} is broken, nothing exported: {'; '.join(problems)}")
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"output directory {out} exists and is not empty")
     state = json.loads(state_file.read_text())

@@ -58,21 +58,33 @@ def export(
     out: Path = typer.Argument(..., help="Where to write the full model directory (must not exist or be empty)."),
 ) -> None:
     """Write a full Hugging Face model directory from a checkpoint (LoRA adapters merged)."""
+    from ragen_cli.train.checkpoint import CheckpointError
     from ragen_cli.train.checkpoint import export as export_ckpt
 
     try:
         path = export_ckpt(checkpoint, out)
-    except (FileNotFoundError, FileExistsError) as exc:
+    except (FileNotFoundError, FileExistsError, CheckpointError) as exc:
         typer.echo(f"ragen export: {exc}", err=True)
-        raise typer.Exit(RUN_FAILED) from None
+        raise typer.Exit(2) from None
     typer.echo(f"ragen: exported {checkpoint} to {path}")
 
 
 def _resume_spec(run_dir: Path) -> Path:
+    """The run's spec.yaml, after checking that its newest checkpoint (if any) is whole."""
+    from ragen_cli.monitor.rundir import RunDir
+    from ragen_cli.train.checkpoint import CheckpointError, check_checkpoint, latest_checkpoint
+
     source = run_dir / "spec.yaml"
     if not source.is_file():
         typer.echo(f"ragen train: cannot resume {run_dir}: no spec.yaml there (is it a run directory?).", err=True)
         raise typer.Exit(2)
+    latest = latest_checkpoint(RunDir(run_dir).checkpoints_dir)
+    try:
+        if latest is not None:
+            check_checkpoint(latest)
+    except CheckpointError as exc:
+        typer.echo(f"ragen train: cannot resume {run_dir}: {exc}", err=True)
+        raise typer.Exit(2) from None
     return source
 
 
@@ -99,6 +111,7 @@ def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
 def _run(spec, plan, run_dir: Path, resume: bool) -> int:
     """Run in this process, or launch the workers; returns the exit code."""
     if plan.launch.kind == "in-process":
+        from ragen_cli.train.checkpoint import CheckpointError
         from ragen_cli.train.loop import train as train_loop
 
         try:
@@ -106,6 +119,9 @@ def _run(spec, plan, run_dir: Path, resume: bool) -> int:
         except KeyboardInterrupt:
             typer.echo("ragen: aborted (no checkpoint for the unfinished step).", err=True)
             return 130
+        except CheckpointError as exc:  # a checkpoint DeepSpeed or torch could not read
+            typer.echo(f"ragen train: {exc}", err=True)
+            return 2
         except Exception as exc:  # the traceback is in events.jsonl (kind "error")
             typer.echo(f"ragen train: {type(exc).__name__}: {exc}  (traceback in {run_dir}/events.jsonl)", err=True)
             return RUN_FAILED
