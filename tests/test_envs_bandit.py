@@ -81,7 +81,7 @@ def test_config_errors_name_valid_keys_and_types():
     assert any("'high_arm_prob' must be float" in p for p in problems)
     assert check_env("bandit", {"high_arm_prob": 1.5}) == ["env 'bandit': high_arm_prob must be in [0, 1], got 1.5"]
     assert check_env("bandit", {"arm_names": ["A", "a"]}) == ["env 'bandit': arm_names must differ, got ('A', 'a')"]
-    assert "'arm_names' must be tuple[str, str]" in check_env("bandit", {"arm_names": ["A", "B", "C"]})[0]
+    assert "'arm_names' must have 2 elements, got 3" in check_env("bandit", {"arm_names": ["A", "B", "C"]})[0]
     assert "'max_actions' must be int, got 1.5" in check_env("bandit", {"max_actions": 1.5})[0]
     assert "'max_actions' must be int, got True" in check_env("bandit", {"max_actions": True})[0]
     assert check_env("bandit", {"high_arm_prob": 1}) == []
@@ -113,3 +113,12 @@ def test_answer_naming_exactly_one_arm_picks_it():
     env.reset(seed=3)
     _, _, terminated, _, info = env.step("The answer is Dragon")
     assert terminated and info["action_is_valid"] and info["arm"] == "Dragon" and info["chose_high_ev"]
+
+
+def test_a_wrong_element_is_named_not_the_whole_value():
+    from ragen_cli.envs.registry import check_env
+
+    assert "'arm_names[1]' must be str, got 7" in check_env("bandit", {"arm_names": ["Phoenix", 7]})[0]
+    assert "'arm_names' must have 2 elements, got 1" in check_env("bandit", {"arm_names": ["Phoenix"]})[0]
+    symbols = {"wall": 5, "floor": "_", "target": "O", "box_on_target": "v", "box": "X", "player": "P", "player_on_target": "S"}
+    assert "'symbols.wall' must be str, got 5" in check_env("sokoban", {"symbols": symbols})[0]

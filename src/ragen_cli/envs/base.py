@@ -58,6 +58,29 @@ def _type_name(tp: Any) -> str:
     return tp.__name__ if isinstance(tp, type) and not typing.get_args(tp) else str(tp).replace("typing.", "")
 
 
+def _type_problem(value: Any, tp: Any, where: str) -> str | None:
+    """None when `value` fits `tp`; else a message naming the innermost element that does not
+    ("'arms[2]' must be float, got 'x'"), so a long list is not echoed whole."""
+    if _type_ok(value, tp):
+        return None
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if isinstance(value, (list, tuple)) and (origin in (list, tuple)) and args:
+        fixed = origin is tuple and args[-1] is not Ellipsis
+        if fixed and len(value) != len(args):
+            return f"'{where}' must have {len(args)} elements, got {len(value)}"
+        for i, v in enumerate(value):
+            inner = _type_problem(v, args[i] if fixed else args[0], f"{where}[{i}]")
+            if inner:
+                return inner
+    if isinstance(value, dict) and origin is dict and args:
+        for k, v in value.items():
+            inner = _type_problem(k, args[0], f"{where} key {k!r}") or _type_problem(v, args[1], f"{where}.{k}")
+            if inner:
+                return inner
+    shown = repr(value)
+    return f"'{where}' must be {_type_name(tp)}, got {shown if len(shown) <= 80 else shown[:77] + '...'}"
+
+
 def config_from_dict(config_class: type, values: dict | None) -> Any:
     """Build `config_class` (a dataclass) from a plain dict, rejecting unknown keys and
     wrong types; raises `EnvConfigError` with all problems at once."""
@@ -72,8 +95,9 @@ def config_from_dict(config_class: type, values: dict | None) -> Any:
         if key not in fields:
             problems.append(f"unknown key '{key}'; valid keys: {', '.join(sorted(fields))}")
     for key, value in values.items():
-        if key in hints and not _type_ok(value, hints[key]):
-            problems.append(f"'{key}' must be {_type_name(hints[key])}, got {value!r}")
+        problem = _type_problem(value, hints[key], key) if key in hints else None
+        if problem:
+            problems.append(problem)
     if problems:
         raise EnvConfigError(problems)
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
