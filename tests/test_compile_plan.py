@@ -215,3 +215,44 @@ def test_rollout_is_correction_is_on_in_low_precision_and_off_in_fp32(cpu_plan: 
     assert Plan.from_json(cpu_plan.to_json()) == cpu_plan
     assert [rollout_is_cap("auto", 2.0, p) for p in ("fp32", "bf16", "fp16")] == [None, 2.0, 2.0]
     assert (rollout_is_cap("on", 3.0, "fp32"), rollout_is_cap("off", 2.0, "bf16")) == (3.0, None)
+
+
+def test_precision_auto_decision_for_every_machine_kind():
+    from ragen_cli.device import choose_precision, cpu_flags
+
+    flags = cpu_flags("processor : 0\nflags : fpu sse avx2 avx512f avx512_bf16\n")
+    assert "avx512_bf16" in flags and cpu_flags("no flags line") == set()
+    assert choose_precision("auto", "cpu", flags, None)[0] == "bf16"
+    assert choose_precision("auto", "cpu", {"amx_bf16"}, None)[0] == "bf16"
+    assert choose_precision("auto", "cpu", {"avx2", "avx512f"}, None) == (
+        "fp32", "auto: this CPU has no native bf16 (no avx512_bf16 or amx_bf16 flag), where bf16 is emulated and slow")
+    assert choose_precision("auto", "cuda", set(), 8.0)[0] == "bf16"  # A100
+    assert choose_precision("auto", "cuda", set(), 7.5)[0] == "fp32"  # T4: no bf16
+    assert choose_precision("auto", "cuda", set(), None)[0] == "fp32"
+    assert choose_precision("fp16", "cuda", set(), 9.0) == ("fp16", "set in the spec")
+
+
+def test_the_plan_carries_the_resolved_precision_to_deepspeed_vllm_and_the_correction(tmp_path: Path):
+    path = tmp_path / "auto.yaml"
+    path.write_text(CPU_SPEC.replace("precision: bf16", "precision: auto"))
+    spec = load_spec(path)
+    assert spec.deepspeed.precision == "auto"
+    bf16 = compile_plan(spec, device="cuda", cpu_count=8, precision=("bf16", "auto: GPU compute capability 8 has bf16"))
+    fp32 = compile_plan(spec, device="cpu", cpu_count=2, precision=("fp32", "auto: this CPU has no native bf16"))
+    assert (bf16.precision, bf16.vllm["dtype"], bf16.deepspeed["bf16"]["enabled"], bf16.rollout_is_cap) == (
+        "bf16", "bfloat16", True, 2.0)
+    assert (fp32.precision, fp32.vllm["dtype"], "bf16" in fp32.deepspeed, fp32.rollout_is_cap) == (
+        "fp32", "float32", False, None)
+    assert Plan.from_json(bf16.to_json()) == bf16
+
+
+def test_a_backend_reads_the_resolved_precision(tmp_path: Path):
+    from ragen_cli.device import PRECISION_DTYPES, resolve_precision, with_precision
+    from ragen_cli.rollout.backend import spec_dtype
+
+    path = tmp_path / "auto.yaml"
+    path.write_text(CPU_SPEC.replace("precision: bf16", "precision: auto"))
+    spec = load_spec(path)
+    assert spec_dtype(with_precision(spec, "bf16")) == "bfloat16"
+    # unresolved: the machine's choice, the same the Plan makes (device cpu in CPU_SPEC)
+    assert spec_dtype(spec) == PRECISION_DTYPES[resolve_precision("auto", "cpu")[0]]

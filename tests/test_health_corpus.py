@@ -27,8 +27,8 @@ def test_labels_follow_the_rule():
 def test_detector_on_the_corpus():
     hc = _bench()
     rows, summary = hc.evaluate(json.loads((hc.CORPUS / "labels.json").read_text()))
-    assert summary["false_collapse"] == 0 and summary["caught"] == summary["collapse_runs"] == 4
-    assert summary["learning_runs"] == 3
+    assert summary["false_collapse"] == 0 and summary["caught"] == summary["collapse_runs"] >= 4
+    assert summary["learning_runs"] >= 4
     assert all(r["first_warning"] is None for r in rows if r["label"] == "learns")
 
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ragen_cli.device import resolved
+from ragen_cli.device import PRECISION_DTYPES, resolved
 from ragen_cli.spec.models import RunSpec
 
 MODEL_DIR = "{model_dir}"
 RUN_DIR = "{run_dir}"
 WORKER_MODULE = "ragen_cli.train.worker"
-VLLM_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
 GPU_MEMORY_FRACTION = 0.4  # vLLM shares the GPU with the trainer (not measured here: no GPU)
 
@@ -65,7 +64,7 @@ def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
     """Keyword arguments of `vllm.LLM(...)` for the rollout engine."""
     args: dict[str, object] = {
         "model": MODEL_DIR,
-        "dtype": VLLM_DTYPES[spec.deepspeed.precision],
+        "dtype": PRECISION_DTYPES[spec.deepspeed.precision],
         "max_model_len": spec.model.max_context,
         "enforce_eager": device == "cpu",  # compiled start-up costs 80-100 s on CPU (FEASIBILITY.md)
         "enable_prefix_caching": True,  # multi-turn prompts share their history

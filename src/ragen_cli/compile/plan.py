@@ -15,6 +15,7 @@ from typing import Any
 from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args
 from ragen_cli.compile.sizes import Sizes, derive_sizes
+from ragen_cli.device import resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
 
 
@@ -35,6 +36,8 @@ class Plan:
     launch: Launch
     algorithm: dict[str, Any]
     rollout_is_cap: float | None = None
+    precision: str = "fp32"
+    precision_why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -53,10 +56,14 @@ class Plan:
         return cls(**data)
 
 
-def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None = None) -> Plan:
-    """Compile a validated spec. `device`: 'cpu' | 'cuda' (None: the spec's, 'auto' detected)."""
+def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None = None,
+                 precision: tuple[str, str] | None = None) -> Plan:
+    """Compile a validated spec. `device`: 'cpu' | 'cuda' (None: the spec's, 'auto' detected);
+    `precision`: (precision, why) (None: `deepspeed.precision` resolved on this machine)."""
     device = device or resolve_device(spec)
     cpu_count = cpu_count or os.cpu_count() or 1
+    precision, precision_why = precision or resolve_precision(spec.deepspeed.precision, device)
+    spec = with_precision(spec, precision)
     env, ds, a = spec.env.train, spec.deepspeed, spec.algorithm
     sizes = derive_sizes(
         groups=env.groups,
@@ -84,7 +91,9 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         env=process_env(spec, device, cpu_count),
         launch=launch_command(spec),
         algorithm=a.model_dump(),
-        rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, spec.deepspeed.precision),
+        rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision),
+        precision=precision,
+        precision_why=precision_why,
     )
 
 

@@ -48,6 +48,7 @@ def algorithm_table(plan: Plan, provenance: Mapping[str, str]) -> Table:
     for key, value in flatten(plan.algorithm).items():
         source = provenance.get(key, "default")
         table.add_row(key, json.dumps(value), f"[{style.get(source, '')}]{source}[/]")
+    table.add_row("(precision in use)", json.dumps(plan.precision), f"[dim]{plan.precision_why}[/]")
     table.add_row("(rollout IS cap in use)", json.dumps(plan.rollout_is_cap), "[dim]rollout_is + precision[/]")
     return table
 

@@ -53,6 +53,9 @@ def build_plan(spec: RunSpec | None, *, envs: list[str], episodes: int | None, s
         raise EvalInputError("say which envs to evaluate on: --env NAME (repeatable) or --spec SPEC")
     if spec is None:
         spec = RunSpec(name="eval", env=EnvSpec(train=TrainEnvSpec(name=envs[0])))
+    from ragen_cli.device import resolve_precision, resolved, with_precision
+
+    spec = with_precision(spec, resolve_precision(spec.deepspeed.precision, resolved(spec.deepspeed.device))[0])
     val = spec.env.val
     train = EnvRef(name=spec.env.train.name, config=spec.env.train.config)
     if envs:  # an env the spec names keeps the spec's config

@@ -95,7 +95,11 @@ def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None, lor
 
 
 def spec_dtype(spec) -> str:
-    return {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[spec.deepspeed.precision]
+    """The model dtype of `spec`: its precision as the Plan resolved it (`device.with_precision`),
+    or, for a spec not resolved yet, `auto` resolved on this machine the same way."""
+    from ragen_cli.device import PRECISION_DTYPES, resolve_precision, resolved
+
+    return PRECISION_DTYPES[resolve_precision(spec.deepspeed.precision, resolved(spec.deepspeed.device))[0]]
 
 
 def _make_hf(model_dir, spec, policy):

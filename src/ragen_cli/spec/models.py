@@ -191,7 +191,11 @@ class TrainSpec(Section):
 
 class DeepSpeedSpec(Section):
     zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage.")
-    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="Training precision (rollouts use the same dtype).")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="Training precision (rollouts use the same dtype). auto: bf16 on a GPU with bf16 (compute "
+        "capability >= 8.0) and on a CPU with native bf16 matmul (avx512_bf16 or amx_bf16), fp32 otherwise; "
+        "`ragen train --dry-run` shows the choice and why.",
+    )
     offload: Literal["none", "cpu"] = Field("none", description="Offload optimizer state to CPU (ZeRO >= 1).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto: CUDA when available, else CPU.")
     nodes: int = Field(1, ge=1, description="Machines in the job.")

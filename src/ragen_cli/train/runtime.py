@@ -87,6 +87,7 @@ class Run:
 def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
     from ragen_cli.compile.launch import lora_sync_mode
+    from ragen_cli.device import with_precision
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.backend import make_backend
@@ -96,6 +97,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     rundir = RunDir(run_dir)
     if rank == 0 and not rundir.spec_path.exists():
         rundir.create(spec_yaml(spec), plan.to_json(), resume=False)
+    spec = with_precision(spec, plan.precision)  # `auto` as the Plan resolved it
     model_dir = Path(resolve_model(spec.model.name))
     engines = build_engines(spec, plan, model_dir, world)
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
