@@ -60,24 +60,48 @@ def lora_sync_mode(spec: RunSpec, device: str) -> str | None:
     return spec.rollout.lora_sync
 
 
-def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
-    """Keyword arguments of `vllm.LLM(...)` for the rollout engine."""
+VLLM_EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
+"""vLLM worker extension that receives pushed weights (rollout/vllm_worker_ext.py)."""
+
+
+def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max_num_seqs: int | None = None,
+                  lora_rank: int | None = None) -> dict[str, object]:
+    """Keyword arguments of `vllm.LLM(...)`: the one definition, used for the Plan
+    (`vllm_args`) and by `VLLMBackend` when it is built without a Plan (eval, benches).
+    `model` and `tokenizer` are the MODEL_DIR placeholder; the backend fills in the directory."""
     args: dict[str, object] = {
         "model": MODEL_DIR,
-        "dtype": PRECISION_DTYPES[spec.deepspeed.precision],
-        "max_model_len": spec.model.max_context,
+        "tokenizer": MODEL_DIR,
+        "dtype": dtype,
+        "seed": seed,
+        "max_model_len": max_model_len,
         "enforce_eager": device == "cpu",  # compiled start-up costs 80-100 s on CPU (FEASIBILITY.md)
         "enable_prefix_caching": True,  # multi-turn prompts share their history
-        "max_num_seqs": spec.env.train.groups * spec.env.train.group_size,
-        "seed": spec.train.seed,
+        # whole-prompt prefill: with chunked prefill, vLLM rewinds a seeded request's generator
+        # after a partial prefill with a CUDA-only call (CPU: "CPU Generator does not use
+        # offset"), so per-request seeds would crash on long multi-turn prompts
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": max(max_model_len, 8192),
+        "worker_extension_cls": VLLM_EXTENSION,
     }
+    if max_num_seqs is not None:
+        args["max_num_seqs"] = max_num_seqs
     if device == "cuda":
         args["gpu_memory_utilization"] = GPU_MEMORY_FRACTION
     else:
-        args["block_size"] = VLLM_CPU_BLOCK_SIZE
-    if lora_sync_mode(spec, device) == "adapter":
-        args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(spec.model.lora.rank), max_loras=1)
+        args["block_size"] = VLLM_CPU_BLOCK_SIZE  # whole-block prefix caching: see its docstring
+    if lora_rank is not None:
+        args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(lora_rank), max_loras=1)
     return args
+
+
+def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
+    """Keyword arguments of `vllm.LLM(...)` for the run's rollout engine (precision resolved)."""
+    adapter = lora_sync_mode(spec, device) == "adapter"
+    return engine_kwargs(dtype=PRECISION_DTYPES[spec.deepspeed.precision], max_model_len=spec.model.max_context,
+                         seed=spec.train.seed, device=device,
+                         max_num_seqs=spec.env.train.groups * spec.env.train.group_size,
+                         lora_rank=spec.model.lora.rank if adapter else None)
 
 
 def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:

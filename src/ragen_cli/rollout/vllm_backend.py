@@ -25,7 +25,6 @@ from typing import Any
 from ragen_cli.rollout.context import stop_token_ids
 from ragen_cli.rollout.types import Sample
 
-EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
 
 
 def cpu_env_defaults(kv_cache_gib: int) -> None:
@@ -44,8 +43,13 @@ class VLLMBackend:
     duplicate_prompts = False  # send n copies of a prompt as n requests instead of one with n samples
 
     def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096,
-                 seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2):
+                 seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2,
+                 engine_args: dict[str, Any] | None = None):
+        """`engine_args`: the Plan's `vllm` arguments (a run); without them the same function
+        builds them from `dtype`, `max_model_len`, `seed` and `max_lora_rank` (eval, benches)."""
         import torch
+
+        from ragen_cli.compile.launch import MODEL_DIR, engine_kwargs
 
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
@@ -54,33 +58,19 @@ class VLLMBackend:
 
         from ragen_cli.models.load import load_tokenizer
 
+        if engine_args is None:
+            engine_args = engine_kwargs(dtype=dtype, max_model_len=max_model_len, seed=seed,
+                                        device="cpu" if on_cpu else "cuda", lora_rank=max_lora_rank)
         self.model_dir = Path(model_dir)
         self.tokenizer = load_tokenizer(self.model_dir)
         self.stop_ids = stop_token_ids(self.tokenizer)
-        self.dtype = dtype
+        self.dtype = str(engine_args["dtype"])
         self.lora_request = None
         self._lora_version = 0
-        extra: dict[str, Any] = {}
-        if on_cpu:
-            from ragen_cli.compile.launch import VLLM_CPU_BLOCK_SIZE
-
-            extra["block_size"] = VLLM_CPU_BLOCK_SIZE  # whole-block prefix caching: see its docstring
-        if max_lora_rank is not None:
-            from ragen_cli.compile.launch import vllm_lora_rank
-
-            extra.update(enable_lora=True, max_lora_rank=vllm_lora_rank(max_lora_rank), max_loras=1)
         from ragen_cli.rollout.reaper import start_reaper
 
         start_reaper()  # the engine's processes end with this one, even on SIGKILL
-        self.llm = LLM(
-            model=str(self.model_dir), tokenizer=str(self.model_dir), dtype=dtype, seed=seed,
-            max_model_len=max_model_len, enable_prefix_caching=True, enforce_eager=on_cpu,
-            # whole-prompt prefill: with chunked prefill, vLLM rewinds a seeded request's
-            # generator after a partial prefill with a CUDA-only call (CPU: "CPU Generator does
-            # not use offset"), so per-request seeds would crash on long multi-turn prompts
-            enable_chunked_prefill=False, max_num_batched_tokens=max(max_model_len, 8192),
-            worker_extension_cls=EXTENSION, **extra,
-        )
+        self.llm = LLM(**{k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()})
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
 
     # ------------------------------------------------------------------ interface

@@ -103,7 +103,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
     policy = engines.actor.module
     backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
-                           lora_adapters=lora_sync_mode(spec, plan.device) == "adapter")
+                           lora_adapters=lora_sync_mode(spec, plan.device) == "adapter", engine_args=plan.vllm)
     run = Run(spec, plan, rundir, model_dir, engines, backend, load_tokenizer(model_dir), rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     if resume:
