@@ -259,3 +259,42 @@ def test_a_backend_reads_the_resolved_precision(tmp_path: Path):
     assert spec_dtype(with_precision(spec, "bf16")) == "bfloat16"
     # unresolved: the machine's choice, the same the Plan makes (device cpu in CPU_SPEC)
     assert spec_dtype(spec) == PRECISION_DTYPES[resolve_precision("auto", "cpu")[0]]
+
+
+@pytest.mark.parametrize("name", ["bandit", "sokoban", "frozenlake"])
+def test_gpu_specs_compile_to_the_papers_setting_on_one_gpu(monkeypatch, name):
+    """specs/gpu/: Qwen2.5-0.5B, 8 x 16 rollouts, StarPO-S (2 of 8 groups kept), bf16, ZeRO-2,
+    vLLM with its GPU memory share and sleep mode, thinking on, 400 tokens a turn."""
+    monkeypatch.chdir(ROOT)
+    spec = load_spec(f"specs/gpu/{name}.yaml")
+    plan = compile_plan(spec)  # device: cuda in the spec; bf16 set in the spec
+    assert (spec.model.name, spec.rollout.think, spec.rollout.max_tokens_per_turn) == ("Qwen/Qwen2.5-0.5B-Instruct", True, 400)
+    assert spec.rollout.max_turns == (1 if name == "bandit" else 5)
+    assert (plan.sizes.trajectories_per_step, plan.sizes.kept_trajectories, plan.sizes.world_size) == (128, 32, 1)
+    assert (plan.precision, plan.deepspeed["bf16"], plan.deepspeed["zero_optimization"]) == ("bf16", {"enabled": True}, {"stage": 2})
+    assert (plan.vllm["gpu_memory_utilization"], plan.vllm["enable_sleep_mode"], plan.vllm_sleep) == (0.4, True, True)
+    assert (plan.vllm["dtype"], plan.vllm["enforce_eager"], plan.rollout_is_cap) == ("bfloat16", False, 2.0)
+    assert plan.sizes.optimizer_steps_per_update == 4  # 32 kept / mini-batch 8: the ratio moves, clipping acts
+    assert plan.launch.kind == "in-process"
+
+
+def test_gpu_two_node_spec_launches_deepspeed_with_its_hostfile(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    plan = compile_plan(load_spec("specs/gpu/sokoban-2node.yaml"))
+    assert (plan.sizes.world_size, plan.sizes.kept_trajectories, plan.sizes.optimizer_steps_per_update) == (16, 32, 2)
+    assert plan.launch.kind == "deepspeed"
+    assert list(plan.launch.argv)[:7] == ["deepspeed", "--num_nodes", "2", "--num_gpus", "8", "--hostfile",
+                                          "specs/gpu/hostfile.example"]
+
+
+def test_vllm_sleeps_only_on_cuda_beside_deepspeed(tmp_path: Path):
+    from ragen_cli.compile.launch import vllm_sleeps
+
+    path = tmp_path / "s.yaml"
+    for sleep, backend, device, want in [("auto", "vllm", "cuda", True), ("auto", "auto", "cuda", True),
+                                         ("auto", "vllm", "cpu", False), ("on", "vllm", "cpu", False),
+                                         ("off", "vllm", "cuda", False), ("auto", "hf", "cuda", False)]:
+        path.write_text(CPU_SPEC.replace("vllm_kv_cache_gib: 3}", f"vllm_kv_cache_gib: 3, sleep: {sleep}, backend: {backend}}}"))
+        spec = load_spec(path)
+        assert vllm_sleeps(spec, device) is want, (sleep, backend, device)
+        assert ("enable_sleep_mode" in compile_plan(spec, device=device, cpu_count=2).vllm) is want

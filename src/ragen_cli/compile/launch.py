@@ -64,8 +64,16 @@ VLLM_EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
 """vLLM worker extension that receives pushed weights (rollout/vllm_worker_ext.py)."""
 
 
+def vllm_sleeps(spec: RunSpec, device: str) -> bool:
+    """Does the run put its vLLM engine to sleep during updates (`rollout.sleep`)? auto: with
+    vLLM (or auto) on CUDA, where it shares the GPU with DeepSpeed; never on CPU."""
+    if spec.rollout.backend == "hf" or device != "cuda":
+        return False
+    return spec.rollout.sleep != "off"
+
+
 def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max_num_seqs: int | None = None,
-                  lora_rank: int | None = None) -> dict[str, object]:
+                  lora_rank: int | None = None, sleep: bool = False) -> dict[str, object]:
     """Keyword arguments of `vllm.LLM(...)`: the one definition, used for the Plan
     (`vllm_args`) and by `VLLMBackend` when it is built without a Plan (eval, benches).
     `model` and `tokenizer` are the MODEL_DIR placeholder; the backend fills in the directory."""
@@ -92,6 +100,8 @@ def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max
         args["block_size"] = VLLM_CPU_BLOCK_SIZE  # whole-block prefix caching: see its docstring
     if lora_rank is not None:
         args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(lora_rank), max_loras=1)
+    if sleep:
+        args["enable_sleep_mode"] = True
     return args
 
 
@@ -101,7 +111,7 @@ def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
     return engine_kwargs(dtype=PRECISION_DTYPES[spec.deepspeed.precision], max_model_len=spec.model.max_context,
                          seed=spec.train.seed, device=device,
                          max_num_seqs=spec.env.train.groups * spec.env.train.group_size,
-                         lora_rank=spec.model.lora.rank if adapter else None)
+                         lora_rank=spec.model.lora.rank if adapter else None, sleep=vllm_sleeps(spec, device))
 
 
 def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:

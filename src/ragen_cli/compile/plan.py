@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
-from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args
+from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args, vllm_sleeps
 from ragen_cli.compile.sizes import Sizes, derive_sizes
 from ragen_cli.device import resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
@@ -38,6 +38,7 @@ class Plan:
     rollout_is_cap: float | None = None
     precision: str = "fp32"
     precision_why: str = ""
+    vllm_sleep: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -94,6 +95,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision),
         precision=precision,
         precision_why=precision_why,
+        vllm_sleep=vllm_sleeps(spec, device),
     )
 
 

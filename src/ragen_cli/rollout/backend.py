@@ -39,6 +39,13 @@ class Backend(Protocol):
     def score(self, token_ids: list[int]) -> list[float]:
         """log p(token_i | token_<i) for i = 1..len-1 (len(token_ids) - 1 values)."""
 
+    def sleep(self) -> None:
+        """Release accelerator memory until `wake_up` (vLLM sleep mode; a no-op where there is
+        nothing to release)."""
+
+    def wake_up(self) -> None:
+        """Undo `sleep` before the next sync and rollout."""
+
 
 def parity_gap(trainer_logprobs, engine_logprobs) -> float:
     """Largest absolute gap between two log-prob sequences of the same tokens."""

@@ -23,6 +23,12 @@ from ragen_cli.rollout.types import Sample
 class HFBackend:
     name = "hf"
 
+    def sleep(self) -> None:
+        """Nothing to release: the HF backend samples with the trainer's own model."""
+
+    def wake_up(self) -> None:
+        """See `sleep`."""
+
     def __init__(self, model: Any, tokenizer: Any, owns_model: bool = False, batch_size: int = 32):
         self.model = model
         self.tokenizer = tokenizer

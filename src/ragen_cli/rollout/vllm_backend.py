@@ -113,6 +113,16 @@ class VLLMBackend:
                                   use_tqdm=False, lora_request=self.lora_request)
         return [step[tid].logprob for step, tid in zip(out.prompt_logprobs[1:], token_ids[1:])]
 
+    def sleep(self) -> None:
+        """vLLM sleep mode level 1 (engine built with `enable_sleep_mode`): the KV cache is freed
+        and the weights go to host memory, so the trainer has the GPU memory during the update."""
+        self.llm.sleep(level=1)
+
+    def wake_up(self) -> None:
+        """Back from `sleep`: weights on the GPU again and a fresh KV cache (the caller then
+        syncs the new weights, which also resets the prefix cache)."""
+        self.llm.wake_up()
+
     def close(self) -> None:
         """Shut the engine down (frees its processes and KV cache); the backend is unusable after."""
         llm, self.llm = getattr(self, "llm", None), None

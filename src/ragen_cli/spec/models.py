@@ -6,11 +6,15 @@ from these models; presets live in `presets.py`; loading with file:line errors i
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from ragen_cli.spec.health_spec import HealthSpec
+
+OnOff = Annotated[Literal["auto", "on", "off"],
+                  BeforeValidator(lambda v: ("on" if v else "off") if isinstance(v, bool) else v)]
+"""auto / on / off; YAML reads a bare `on` or `off` as a boolean, which means the same."""
 
 
 class Section(BaseModel):
@@ -109,6 +113,11 @@ class RolloutSpec(Section):
         "max_turns x max_tokens_per_turn fits model.max_context.",
     )
     vllm_kv_cache_gib: int = Field(2, ge=1, description="KV cache size for vLLM on CPU, in whole GiB.")
+    sleep: OnOff = Field(
+        "auto", description="Put the vLLM engine to sleep during each update (vLLM sleep mode, level 1: its KV "
+        "cache freed, its weights moved to host memory) and wake it before the weight sync, so DeepSpeed has the "
+        "GPU memory vLLM held. auto: on with vLLM on CUDA, off on CPU (vLLM's sleep mode is CUDA-only).",
+    )
     lora_sync: Literal["auto", "merged", "adapter"] = Field(
         "auto", description="With LoRA and vLLM, how the rollout engine gets the new policy after each update: "
         "merged (the adapter folded into full weights, pushed like full fine-tuning; vLLM runs without LoRA "
@@ -159,7 +168,7 @@ class AlgorithmSpec(Section):
     filter: FilterSpec = Field(default_factory=FilterSpec, description="StarPO-S rollout filtering by in-group reward std.")
     online_k: int = Field(1, ge=1, description="Rollout reuse: each rollout batch feeds this many consecutive updates.")
     ppo_epochs: int = Field(1, ge=1, description="Passes over the kept batch within one update.")
-    rollout_is: Literal["auto", "on", "off"] = Field(
+    rollout_is: OnOff = Field(
         "auto", description="Weight each token's policy loss by the truncated importance ratio min(pi_old / "
         "pi_sampler, rollout_is_cap) between the trainer's old log-probs and the rollout engine's sampling "
         "log-probs (verl's and TRL's vLLM importance-sampling correction): the engine, not the trainer, drew the "

@@ -58,6 +58,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 5. updates on this process's share of the kept rows (first: the engine-trainer gap
     # with the weights both hold, the floor the sync's parity probe is judged against)
     noise = stages.parity_noise(run, batch)
+    stages.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
     local = batch.rows(mine)
 
     def part(x):
@@ -72,6 +73,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
         metrics.update(stages.critic_stats(old["values"], returns, batch.mask))
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
+    stages.engine_wake(run)
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
     metrics["sync/parity_gap"] = stages.parity_probe(run, batch, noise)
     metrics["sync/parity_noise"] = noise

@@ -108,6 +108,19 @@ def push_weights(run, tag: str) -> float:
     return time.perf_counter() - start
 
 
+def engine_sleep(run) -> None:
+    """Before the update: the rollout engine releases its accelerator memory when the Plan says
+    so (`plan.vllm_sleep`: vLLM on CUDA beside DeepSpeed)."""
+    if run.plan.vllm_sleep:
+        run.backend.sleep()
+
+
+def engine_wake(run) -> None:
+    """After the update, before the weight sync: undo `engine_sleep`."""
+    if run.plan.vllm_sleep:
+        run.backend.wake_up()
+
+
 def probe_logprobs(run, batch: Batch) -> tuple[list[float], list[float]]:
     """(trainer, engine) log-probs of the sampled tokens of the batch's first row."""
     row = batch.rows([0])
