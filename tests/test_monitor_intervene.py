@@ -54,3 +54,14 @@ def test_no_signal_collapse_stops_whatever_the_action():
     # a no_signal warning (before empty_stop_steps) is only logged
     warn = Verdict("warning", [Reason("no_signal", 3.0, 3.0, "every group ...")], 3)
     assert decide(warn, HealthSpec(action="stop"), InterventionState(step=3, keep_ratio=0.25)).action == "continue"
+
+
+def test_a_filter_without_a_kept_fraction_is_not_lowered():
+    # strategy top_p / min_p / top_k_abs: the runtime passes keep_ratio None; the intervention
+    # then lowers only the learning rate (lr_factor 0.5) and never invents a keep_ratio change
+    from ragen_cli.monitor.intervene import InterventionState, decide
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    cfg = HealthSpec(action="intervene", lr_factor=0.5, rollback=False)
+    d = decide(COLLAPSE, cfg, InterventionState(step=6, keep_ratio=None))
+    assert d.action == "intervene" and d.keep_ratio is None and d.changes == {"lr_scale": 0.5}

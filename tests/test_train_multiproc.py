@@ -86,7 +86,8 @@ def _decide_on_rank(rank: int, port: int, out) -> None:
     history = [{"step": t, "filter/zero_std_frac": zero} for t in range(1, 4)]
     cfg = HealthSpec(action="stop", no_signal_steps=1, empty_stop_steps=3)
     state = SimpleNamespace(history=history, keep_ratio=0.25, interventions=0, last_intervention_step=None)
-    run = SimpleNamespace(spec=SimpleNamespace(monitor=SimpleNamespace(health=cfg)), state=state, rank=rank, world=2,
+    spec = SimpleNamespace(monitor=SimpleNamespace(health=cfg), algorithm=SimpleNamespace(filter=SimpleNamespace(strategy="top_k")))
+    run = SimpleNamespace(spec=spec, state=state, rank=rank, world=2,
                           tracker=HealthTracker(), event=lambda *a, **k: None, say=lambda text: None)
     decision = health_decision(run, 3)
     out.put((rank, run.tracker.level, decision.action))

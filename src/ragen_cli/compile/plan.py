@@ -14,7 +14,7 @@ from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args, vllm_sleeps
-from ragen_cli.compile.sizes import Sizes, derive_sizes
+from ragen_cli.compile.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
 
@@ -69,7 +69,6 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
     sizes = derive_sizes(
         groups=env.groups,
         group_size=env.group_size,
-        keep_ratio=a.filter.keep_ratio,
         nodes=ds.nodes,
         procs_per_node=ds.procs_per_node,
         micro_batch=spec.train.micro_batch,
@@ -77,6 +76,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         ppo_epochs=a.ppo_epochs,
         online_k=a.online_k,
         steps=spec.train.steps,
+        **filter_args(a.filter),
     )
     critic = deepspeed_config(spec, sizes, device, spec.train.lr_critic) if a.adv_estimator == "gae" else None
     return Plan(

@@ -20,11 +20,31 @@ def kept_groups(groups: int, keep_ratio: float) -> int:
     return max(1, min(groups, math.floor(keep_ratio * groups * (1 + 1e-9))))
 
 
+def filter_kept_groups(groups: int, keep_ratio: float, strategy: str = "top_k", value: float | None = None,
+                       include_zero: bool = True) -> int | None:
+    """Groups the filter keeps every step (`algos.filter.select_groups`), or None when the number
+    varies from step to step: top_p and min_p keep what clears a threshold, and without zero-score
+    groups (include_zero false) fewer candidates may remain than top_k would take."""
+    if not include_zero or value is None and strategy != "top_k":
+        return None
+    if strategy == "top_k":
+        return kept_groups(groups, keep_ratio)
+    if strategy == "top_k_abs":
+        return max(1, min(groups, int(value)))
+    return None
+
+
+def filter_args(f) -> dict:
+    """The keyword arguments `derive_sizes` and `size_problems` take from `algorithm.filter`."""
+    return {"keep_ratio": f.keep_ratio, "strategy": f.strategy, "value": f.value, "include_zero": f.include_zero}
+
+
 # One line of meaning per derived size (the dry-run table and docs/spec.md show these).
 SIZE_LABELS = {
     "world_size": "processes (nodes x procs per node)",
     "trajectories_per_step": "trajectories per step (P x N)",
-    "kept_groups": "groups kept by the filter",
+    "kept_groups": "groups kept by the filter (the most it can keep when kept_groups_vary)",
+    "kept_groups_vary": "1 when the filter keeps a varying number of groups (top_p, min_p, include_zero false)",
     "kept_trajectories": "trajectories kept (groups x N)",
     "mini_batch": "mini batch (trajectories per optimizer step)",
     "micro_batch": "micro batch per process",
@@ -45,6 +65,7 @@ class Sizes:
     trajectories_per_step: int
     kept_groups: int
     kept_trajectories: int
+    kept_groups_vary: int
     mini_batch: int
     micro_batch: int
     grad_accum_steps: int
@@ -70,10 +91,15 @@ def derive_sizes(
     ppo_epochs: int,
     online_k: int,
     steps: int,
+    strategy: str = "top_k",
+    value: float | None = None,
+    include_zero: bool = True,
 ) -> Sizes:
-    """All sizes from the spec's numbers. Assumes `size_problems(...)` found nothing."""
+    """All sizes from the spec's numbers. Assumes `size_problems(...)` found nothing. When the
+    filter keeps a varying number of groups, the sizes are those of a step that keeps them all."""
     world = nodes * procs_per_node
-    kept_g = kept_groups(groups, keep_ratio)
+    fixed = filter_kept_groups(groups, keep_ratio, strategy, value, include_zero)
+    kept_g = groups if fixed is None else fixed
     kept = kept_g * group_size
     mini = mini_batch or kept
     opt_per_update = (kept // mini) * ppo_epochs
@@ -82,6 +108,7 @@ def derive_sizes(
         trajectories_per_step=groups * group_size,
         kept_groups=kept_g,
         kept_trajectories=kept,
+        kept_groups_vary=int(fixed is None),
         mini_batch=mini,
         micro_batch=micro_batch,
         grad_accum_steps=mini // (micro_batch * world),
@@ -94,14 +121,32 @@ def derive_sizes(
 
 
 def size_problems(
-    *, groups: int, group_size: int, keep_ratio: float, world: int, micro_batch: int, mini_batch: int | None
+    *, groups: int, group_size: int, keep_ratio: float, world: int, micro_batch: int, mini_batch: int | None,
+    strategy: str = "top_k", value: float | None = None, include_zero: bool = True,
 ) -> list[tuple[str, str]]:
-    """Batch-size rules as [(key path, message)]; empty when the sizes divide evenly."""
-    kept = kept_groups(groups, keep_ratio) * group_size
+    """Batch-size rules as [(key path, message)]; empty when the sizes divide evenly.
+
+    A filter that keeps a varying number of groups has no fixed kept count to divide: each
+    process trains an equal share of any number of whole groups only when N is a multiple of
+    the world size (the last micro and mini batch of a step may then be short)."""
     per_pass = micro_batch * world
-    how = (
-        f"floor({keep_ratio} x {groups} groups) = {kept_groups(groups, keep_ratio)} groups x {group_size} = {kept}"
-    )
+    fixed = filter_kept_groups(groups, keep_ratio, strategy, value, include_zero)
+    if fixed is None:
+        out = []
+        if group_size % world:
+            out.append((
+                "env.train.group_size",
+                f"the filter ({strategy}{'' if include_zero else ', include_zero false'}) keeps a varying number of "
+                f"groups, so every process gets an equal share only if group_size {group_size} is a multiple of the "
+                f"world size {world}",
+            ))
+        if mini_batch is not None and mini_batch % per_pass:
+            out.append(("train.mini_batch", f"mini_batch {mini_batch} is not a multiple of micro_batch x world size = "
+                        f"{micro_batch} x {world} = {per_pass}"))
+        return out
+    kept = fixed * group_size
+    rule = f"floor({keep_ratio} x {groups} groups)" if strategy == "top_k" else f"top_k_abs {value:g} of {groups}"
+    how = f"{rule} = {fixed} groups x {group_size} = {kept}"
     if kept < per_pass:
         return [(
             "train.micro_batch",

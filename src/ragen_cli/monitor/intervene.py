@@ -3,8 +3,8 @@
 `HealthSpec.action`:
 - `warn`: nothing beyond the `health` event.
 - `stop`: save a checkpoint and end the run.
-- `intervene`: any of (a) stronger StarPO-S filtering: keep_ratio x keep_ratio_factor (the
-  paper, Sec. 4.2 / Fig. 6: keeping fewer high-variance groups delays or removes the collapse),
+- `intervene`: any of (a) stronger StarPO-S filtering: keep_ratio x keep_ratio_factor (with the
+  top_k strategy, the only one with a kept fraction; the paper, Sec. 4.2 / Fig. 6: keeping fewer high-variance groups delays or removes the collapse),
   (b) learning rates x lr_factor, (c) reload the newest checkpoint saved while healthy; then
   continue. After `max_interventions`, a further alarm stops the run; within `cooldown` steps
   of an intervention, alarms are only logged.
@@ -30,7 +30,7 @@ class InterventionState:
     """What the trainer knows when it asks: current step and settings, past interventions."""
 
     step: int
-    keep_ratio: float
+    keep_ratio: float | None  # None: the filter's strategy has no kept fraction to lower (not top_k)
     interventions: int = 0
     last_intervention_step: int | None = None
     healthy_checkpoints: tuple[int, ...] = ()
@@ -74,8 +74,10 @@ def decide(verdict: Verdict, cfg: "HealthSpec", state: InterventionState) -> Dec
 
 def _intervention(verdict: Verdict, cfg: "HealthSpec", state: InterventionState) -> Decision:
     changes: dict = {}
-    keep = max(cfg.min_keep_ratio, state.keep_ratio * cfg.keep_ratio_factor)
-    new_keep = keep if keep < state.keep_ratio else None
+    new_keep = None
+    if state.keep_ratio is not None:
+        keep = max(cfg.min_keep_ratio, state.keep_ratio * cfg.keep_ratio_factor)
+        new_keep = keep if keep < state.keep_ratio else None
     if new_keep is not None:
         changes["keep_ratio"] = [state.keep_ratio, new_keep]
     lr_scale = cfg.lr_factor if cfg.lr_factor < 1.0 else None

@@ -10,7 +10,7 @@ import re
 import os
 from pathlib import Path
 
-from ragen_cli.compile.sizes import derive_sizes, size_problems
+from ragen_cli.compile.sizes import derive_sizes, filter_args, size_problems
 from ragen_cli.device import resolved
 from ragen_cli.spec.models import RunSpec
 from ragen_cli.spec.refs import env_problems, model_problems
@@ -23,10 +23,10 @@ def check_sizes(spec: RunSpec) -> Found:
     return size_problems(
         groups=env.groups,
         group_size=env.group_size,
-        keep_ratio=spec.algorithm.filter.keep_ratio,
         world=ds.nodes * ds.procs_per_node,
         micro_batch=spec.train.micro_batch,
         mini_batch=spec.train.mini_batch,
+        **filter_args(spec.algorithm.filter),
     )
 
 
@@ -34,9 +34,9 @@ def check_schedule(spec: RunSpec) -> Found:
     """Warm-up is counted in optimizer steps and must end within the run."""
     ds, env, a = spec.deepspeed, spec.env.train, spec.algorithm
     sizes = derive_sizes(
-        groups=env.groups, group_size=env.group_size, keep_ratio=a.filter.keep_ratio, nodes=ds.nodes,
+        groups=env.groups, group_size=env.group_size, nodes=ds.nodes,
         procs_per_node=ds.procs_per_node, micro_batch=spec.train.micro_batch, mini_batch=spec.train.mini_batch,
-        ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps,
+        ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps, **filter_args(a.filter),
     )
     if spec.train.warmup_steps <= sizes.total_optimizer_steps:
         return []
@@ -85,6 +85,23 @@ def check_algorithm(spec: RunSpec) -> Found:
         out.append(("algorithm.kl_estimator", "k1 used as a loss has zero expected gradient (E_pi[grad log pi] = 0): "
                     "the KL term would do nothing; use low_var_kl (verl's default for a KL loss) or k3"))
     return out
+
+
+def check_filter(spec: RunSpec) -> Found:
+    """Each strategy has its own threshold: top_k reads keep_ratio, the others `value`."""
+    f = spec.algorithm.filter
+    if f.strategy == "top_k":
+        return [] if f.value is None else [(
+            "algorithm.filter.value", "top_k keeps keep_ratio of the groups and reads no value: set keep_ratio, "
+            "or choose strategy top_k_abs, top_p or min_p")]
+    if f.value is None:
+        return [("algorithm.filter.strategy", f"{f.strategy} needs algorithm.filter.value ("
+                 + ("a number of groups" if f.strategy == "top_k_abs" else "a fraction in (0, 1]") + ")")]
+    if f.strategy == "top_k_abs" and f.value != int(f.value):
+        return [("algorithm.filter.value", f"top_k_abs keeps a whole number of groups, got {f.value:g}")]
+    if f.strategy != "top_k_abs" and f.value > 1:
+        return [("algorithm.filter.value", f"{f.strategy} takes a fraction in (0, 1], got {f.value:g}")]
+    return []
 
 
 def check_deepspeed(spec: RunSpec) -> Found:
@@ -168,6 +185,10 @@ RULES = (
     "process (micro_batch x nodes x procs_per_node).",
     "Without mini_batch, the kept trajectories are a multiple of micro_batch x world size; with it, mini_batch is "
     "such a multiple and divides the kept trajectories.",
+    "A filter that keeps a varying number of groups (top_p, min_p, include_zero false) needs group_size to be a "
+    "multiple of the world size (and mini_batch, if set, a multiple of micro_batch x world size).",
+    "algorithm.filter: top_k reads keep_ratio and no value; top_k_abs needs a whole number value; top_p and min_p "
+    "a value in (0, 1].",
     "train.warmup_steps is at most the run's optimizer steps (steps x optimizer steps per step).",
     "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context.",
     "bi_level_gae needs turn_rewards: true and adv_estimator: gae; turn_rewards works with gae and grpo, not reinforce.",
@@ -179,7 +200,7 @@ RULES = (
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
 
-CHECKS = (check_sizes, check_context, check_answer_example, check_algorithm, check_deepspeed, check_loggers, check_refs)
+CHECKS = (check_sizes, check_context, check_answer_example, check_algorithm, check_filter, check_deepspeed, check_loggers, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:

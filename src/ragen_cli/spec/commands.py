@@ -39,11 +39,12 @@ def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
 
 
 def summary(loaded: LoadedSpec) -> str:
-    from ragen_cli.compile.sizes import kept_groups
+    from ragen_cli.compile.sizes import filter_kept_groups
 
     s = loaded.spec
-    env = s.env.train
-    kept = kept_groups(env.groups, s.algorithm.filter.keep_ratio) * env.group_size
+    env, f = s.env.train, s.algorithm.filter
+    fixed = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value, f.include_zero)
+    kept = "up to " + str(env.groups * env.group_size) if fixed is None else fixed * env.group_size
     world = s.deepspeed.nodes * s.deepspeed.procs_per_node
     return (
         f"{loaded.source}: ok. Run '{s.name}': model {s.model.name}{' + LoRA' if s.model.lora else ''}, "

@@ -42,7 +42,7 @@ class HealthSpec(BaseModel):
     stall_steps: int = Field(10, ge=1, description="Failure: no new high of success for this many steps.")
     no_signal_steps: int = Field(3, ge=0, description="Say 'no signal' when every step from the first on had no learning signal, after this many steps; 0 turns it off.")
     empty_stop_steps: int = Field(0, ge=0, description="After this many steps without any learning signal from the start, the verdict is a collapse (RAGEN-2's rollout_filter_empty_stop_steps; with health.action stop the run ends); 0: only warn.")
-    keep_ratio_factor: float = Field(0.5, gt=0.0, le=1.0, description="Intervention: multiply the filter's keep_ratio by this (stronger filtering); 1 leaves it.")
+    keep_ratio_factor: float = Field(0.5, gt=0.0, le=1.0, description="Intervention: multiply the filter's keep_ratio by this (stronger filtering; strategy top_k only); 1 leaves it.")
     min_keep_ratio: float = Field(0.05, gt=0.0, le=1.0, description="Intervention never lowers keep_ratio below this.")
     lr_factor: float = Field(0.5, gt=0.0, le=1.0, description="Intervention: multiply the learning rates by this; 1 leaves them.")
     rollback: bool = Field(True, description="Intervention: reload the newest checkpoint saved while healthy, then continue.")

@@ -128,14 +128,38 @@ class RolloutSpec(Section):
 
 # ----------------------------------------------------------------------------------- algorithm
 class FilterSpec(Section):
-    metric: Literal["reward_std"] = Field("reward_std", description="Score of a group: std of its N trajectory rewards.")
-    keep_ratio: float = Field(0.25, gt=0.0, le=1.0, description="Fraction of groups kept per step (1.0 keeps all).")
+    strategy: Literal["top_k", "top_k_abs", "top_p", "min_p"] = Field(
+        "top_k", description="How groups are chosen (RAGEN-2's rollout_filter_strategy): top_k keeps keep_ratio of "
+        "the groups; top_k_abs keeps `value` groups; top_p keeps the best groups until their scores sum to `value` of "
+        "the total (top_p_mode linear) or their softmax mass reaches `value` (softmax); min_p keeps groups scoring at "
+        "least `value` x the best. top_p and min_p, and include_zero false, keep a varying number of groups; a step "
+        "that keeps none makes no update.",
+    )
+    metric: Literal["reward_std", "reward", "reward_sum", "entropy", "entropy_std", "length"] = Field(
+        "reward_std", description="Score of a group (RAGEN-2's rollout_filter_metric): std, mean or sum of its N "
+        "trajectory rewards; mean or std of their entropies (estimated by the mean of -log p of the sampled tokens "
+        "under the sampler); or their mean length in sampled tokens.",
+    )
+    keep_ratio: float = Field(0.25, gt=0.0, le=1.0, description="Fraction of groups kept per step by top_k (1.0 keeps all).")
+    value: float | None = Field(
+        None, gt=0.0, description="The threshold of top_k_abs (a group count), top_p and min_p (in (0, 1]); "
+        "top_k uses keep_ratio instead.",
+    )
     reward: Literal["task", "shaped"] = Field(
-        "task", description="Which reward's std ranks the groups: task (the env's own reward, without format penalty "
+        "task", description="Which reward the reward metrics read: task (the env's own reward, without format penalty "
         "or progress shaping) or shaped (the reward the advantages use). Ranking by the shaped reward keeps the "
         "groups with the most shaping and penalty variance, not the most task signal.",
     )
-    direction: Literal["top", "bottom"] = Field("top", description="Keep the highest-scoring groups (top) or the lowest (bottom).")
+    direction: Literal["top", "bottom"] = Field(
+        "top", description="Keep the highest-scoring groups (top; RAGEN-2 largest) or the lowest (bottom; smallest).")
+    include_zero: bool = Field(
+        True, description="Whether groups scoring exactly zero (|score| <= 1e-10, e.g. all N rewards equal) can be kept.")
+    top_p_mode: Literal["linear", "softmax"] = Field("linear", description="How top_p adds up scores (see strategy).")
+    selection_eps: float = Field(0.01, ge=0.0, description="top_p linear: the threshold is value x sum(scores) minus this.")
+    empty_stop_steps: int = Field(
+        5, ge=0, description="Stop the run after this many consecutive steps in which the filter kept no group "
+        "(RAGEN-2's rollout_filter_empty_stop_steps); 0 never stops.",
+    )
 
 
 class AlgorithmSpec(Section):
@@ -165,7 +189,7 @@ class AlgorithmSpec(Section):
         "token-mean", description="How token losses become one number."
     )
     value_clip: float | None = Field(0.5, gt=0.0, description="Critic value clipping range; omit to turn off.")
-    filter: FilterSpec = Field(default_factory=FilterSpec, description="StarPO-S rollout filtering by in-group reward std.")
+    filter: FilterSpec = Field(default_factory=FilterSpec, description="StarPO-S rollout filtering (by in-group reward std unless metric says otherwise).")
     online_k: int = Field(1, ge=1, description="Rollout reuse: each rollout batch feeds this many consecutive updates.")
     ppo_epochs: int = Field(1, ge=1, description="Passes over the kept batch within one update.")
     rollout_is: OnOff = Field(

@@ -26,7 +26,6 @@ from pathlib import Path
 
 import torch
 
-from ragen_cli.algos.filter import filter_groups
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
@@ -42,11 +41,25 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     seeds = list(range(run.state.cursor, run.state.cursor + spec.env.train.groups))
     run.state.cursor += spec.env.train.groups
     trajs, metrics = stages.gather_rollouts(run, seeds, step)
-    # 2. StarPO-S filter: keep the groups with the highest in-group std of the task (or shaped) reward
-    keep, fstats = filter_groups(stages.filter_rewards(trajs, a.filter.reward), torch.tensor([t.group for t in trajs]), run.state.keep_ratio, a.filter.direction)
-    kept = [trajs[i] for i in keep.tolist()]
+    # 2. StarPO-S filter: keep the groups with the highest in-group std of the task reward
+    # (or another RAGEN-2 strategy and metric: algorithm.filter)
+    kept, fstats = stages.select_kept(trajs, a.filter, run.state.keep_ratio)
+    run.state.empty_steps = 0 if kept else run.state.empty_steps + 1
     # template-collapse metrics: every reply of the step under every state, before the update
     metrics.update(stages.collapse_metrics(run, trajs, step))
+    metrics.update(stages.reward_stats(trajs))
+    metrics.update(stages.diversity_stats(trajs))
+    metrics.update({
+        "filter/in_group_std_before": fstats["in_group_std_before"],
+        "filter/in_group_std_after": fstats["in_group_std_after"],
+        "filter/zero_std_frac": fstats["zero_std_frac"], "filter/kept_frac": fstats["kept_fraction"],
+        "filter/empty_steps": run.state.empty_steps,
+    })
+    if run.rank == 0:
+        run.rundir.write_trajectories(step, stages.sample_records(trajs, spec.monitor.trajectories_per_step))
+    if not kept:  # nothing kept, nothing to learn from: no update, the engine keeps serving these weights
+        metrics["timing/step_s"] = time.perf_counter() - t_step
+        return metrics
     t_update = time.perf_counter()
     # 3. old log-probs (none needed for a single-pass update), values and reference log-probs
     batch = collate(kept)
@@ -79,18 +92,11 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     metrics["sync/parity_noise"] = noise
     # 7. metrics
     metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
-    metrics.update(stages.reward_stats(trajs))
-    metrics.update(stages.diversity_stats(trajs))
     metrics.update({
-        "filter/in_group_std_before": fstats["in_group_std_before"],
-        "filter/in_group_std_after": fstats["in_group_std_after"],
-        "filter/zero_std_frac": fstats["zero_std_frac"], "filter/kept_frac": fstats["kept_fraction"],
         "timing/update_s": update_s,
         "perf/update_tokens_per_s": batch.tokens * stages.passes(spec) / max(update_s, 1e-9),
         "timing/step_s": time.perf_counter() - t_step,
     })
-    if run.rank == 0:
-        run.rundir.write_trajectories(step, stages.sample_records(trajs, spec.monitor.trajectories_per_step))
     return metrics
 
 
@@ -127,11 +133,15 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 decision = health_decision(run, step)
                 bar.advance(step, metrics)
                 summary.update(step=step, metrics=metrics)
+                empty = stages.filter_exhausted(spec, run.state.empty_steps)  # no group kept for k steps
+                if empty:
+                    run.say(empty)
                 # after a rollback the weights are the checkpoint's: nothing new to save
                 rolled_back = decision.action == "intervene" and apply_decision(run, decision)
-                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or stop["requested"]):
+                ending = decision.action == "stop" or stop["requested"] or bool(empty)
+                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or ending):
                     run.save_checkpoint()
-                if decision.action == "stop" or stop["requested"]:
+                if ending:
                     summary["stopped"] = True
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"],

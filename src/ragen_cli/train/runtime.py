@@ -27,6 +27,7 @@ class RunState:
     keep_ratio: float = 0.25
     lr_scale: float = 1.0
     interventions: int = 0
+    empty_steps: int = 0  # consecutive steps in which the filter kept no group
     last_intervention_step: int | None = None
     history: list[dict] = field(default_factory=list)  # metric records (for the health detector)
 
@@ -167,7 +168,8 @@ def health_decision(run: Run, step: int) -> Decision:
         if verdict.reasons:
             run.say(f"ragen: health: {verdict.level} at step {step}: " + "; ".join(r.message for r in verdict.reasons))
     s = run.state
-    decision = decide(verdict, cfg, InterventionState(step, s.keep_ratio, s.interventions, s.last_intervention_step,
+    keep = s.keep_ratio if run.spec.algorithm.filter.strategy == "top_k" else None  # others have no fraction
+    decision = decide(verdict, cfg, InterventionState(step, keep, s.interventions, s.last_intervention_step,
                                                       tuple(run.tracker.healthy_checkpoints)))
     if decision.action != "continue":
         run.event("intervention", step, **decision.to_event())

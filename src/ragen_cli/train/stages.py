@@ -158,6 +158,41 @@ def filter_rewards(trajs, which: str) -> torch.Tensor:
     return torch.tensor([t.task_reward if which == "task" else t.episode_reward for t in trajs])
 
 
+def select_kept(trajs, f, keep_ratio: float) -> tuple[list, dict[str, float]]:
+    """The StarPO-S / RAGEN-2 filter over a step's trajectories (`algorithm.filter` = `f`;
+    `keep_ratio`: the run's current one, which a health intervention may have lowered) ->
+    (kept trajectories in batch order, filter stats). The entropy metrics use the sampler's
+    estimate, the mean of -log p over a trajectory's sampled tokens (E[-log p] is the entropy)."""
+    from ragen_cli.algos.filter import METRICS, filter_groups
+
+    source, stat = METRICS[f.metric]
+    rewards = filter_rewards(trajs, f.reward)
+    if source == "reward":
+        values = rewards
+    elif source == "length":
+        values = torch.tensor([float(t.num_generated) for t in trajs])
+    else:
+        values = torch.tensor([-sum(t.old_logprobs) / max(t.num_generated, 1) for t in trajs])
+    keep, stats = filter_groups(
+        rewards, torch.tensor([t.group for t in trajs]), keep_ratio, f.direction, strategy=f.strategy,
+        value=f.value, values=values, stat=stat, include_zero=f.include_zero, top_p_mode=f.top_p_mode,
+        selection_eps=f.selection_eps,
+    )
+    return [trajs[i] for i in keep.tolist()], stats
+
+
+def filter_exhausted(spec, empty_steps: int) -> str:
+    """Why the run stops for want of kept groups (`algorithm.filter.empty_stop_steps`), or ''."""
+    f = spec.algorithm.filter
+    if not f.empty_stop_steps or empty_steps < f.empty_stop_steps:
+        return ""
+    return (f"ragen: stopping: the filter kept no group in the last {empty_steps} steps "
+            f"(algorithm.filter.empty_stop_steps {f.empty_stop_steps}): strategy {f.strategy}, metric {f.metric}"
+            + ("" if f.include_zero else ", include_zero false")
+            + ". Every group's score was zero or below the threshold; lower algorithm.filter.value, set "
+            "include_zero: true, or look at the replies (ragen watch) for why rewards never differ within a group.")
+
+
 def in_group_std(values: list[float], groups: list[int]) -> float:
     """Mean over groups of the population std of a group's values (the filter's definition)."""
     from ragen_cli.algos.masked import group_index, group_moments
