@@ -36,26 +36,27 @@ def cpu_plan(tmp_path: Path) -> Plan:
 
 
 def test_cpu_single_process_sizes(cpu_plan: Plan):
-    # P x N = 8 x 8 = 64; kept floor(0.25 x 8) = 2 groups x 8 = 16; mini = all kept = 16;
-    # grad accum = 16 / (micro 4 x world 1) = 4; one optimizer step per update; 30 steps -> 30.
+    # P x N = 8 x 8 = 64; kept floor(0.25 x 8) = 2 groups x 8 = 16; the starpo-s preset's 4 mini
+    # batches: 16 / 4 = 4 per optimizer step, micro 4 -> grad accum 1; 4 optimizer steps per
+    # update; 30 steps -> 120; micro batches per update 16 / 4 = 4.
     s = cpu_plan.sizes
     assert (s.world_size, s.trajectories_per_step, s.kept_groups, s.kept_trajectories) == (1, 64, 2, 16)
-    assert (s.mini_batch, s.micro_batch, s.grad_accum_steps) == (16, 4, 4)
-    assert (s.optimizer_steps_per_update, s.optimizer_steps_per_step, s.total_optimizer_steps) == (1, 1, 30)
+    assert (s.mini_batch, s.micro_batch, s.grad_accum_steps) == (4, 4, 1)
+    assert (s.optimizer_steps_per_update, s.optimizer_steps_per_step, s.total_optimizer_steps) == (4, 4, 120)
     assert s.micro_batches_per_update == 4
 
 
 def test_cpu_single_process_deepspeed_json(cpu_plan: Plan):
     ds = cpu_plan.deepspeed
-    assert ds["train_batch_size"] == 16 == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 1
-    assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (4, 4)
+    assert ds["train_batch_size"] == 4 == ds["train_micro_batch_size_per_gpu"] * ds["gradient_accumulation_steps"] * 1
+    assert (ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (4, 1)
     assert ds["zero_optimization"] == {"stage": 0}
     assert ds["bf16"] == {"enabled": True} and "fp16" not in ds
     assert ds["gradient_clipping"] == 1.0
     assert ds["optimizer"] == {"type": "AdamW", "params": {
         "lr": 5e-5, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": True}}
     assert ds["scheduler"] == {"type": "WarmupCosineLR", "params": {
-        "total_num_steps": 30, "warmup_min_ratio": 0.0, "cos_min_ratio": 0.0,
+        "total_num_steps": 120, "warmup_min_ratio": 0.0, "cos_min_ratio": 0.0,  # 30 steps x 4 optimizer steps
         "warmup_num_steps": 3, "warmup_type": "linear"}}
     critic = cpu_plan.critic_deepspeed  # starpo-s: GAE, so a critic with lr_critic
     assert critic is not None and critic["optimizer"]["params"]["lr"] == 1e-4
@@ -109,8 +110,10 @@ def test_cpu_two_processes_use_launcher_without_hostfile(tmp_path: Path):
     path = tmp_path / "s.yaml"
     path.write_text(CPU_SPEC.replace("device: cpu}", "device: cpu, procs_per_node: 2}"))
     plan = compile_plan(load_spec(path), device="cpu", cpu_count=2)
-    # kept 16 / (micro 4 x world 2) = 2 accumulation steps; threads left to the OS across ranks.
-    assert plan.sizes.grad_accum_steps == 2 and plan.deepspeed["train_batch_size"] == 16
+    # kept 16 / 4 mini batches = 4 per optimizer step = 2 rows per process; micro min(4, 2) = 2 ->
+    # 1 accumulation step; threads left to the OS across ranks.
+    assert (plan.sizes.mini_batch, plan.sizes.micro_batch, plan.sizes.grad_accum_steps) == (4, 2, 1)
+    assert plan.deepspeed["train_batch_size"] == 4
     assert plan.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and "RANK" not in plan.env
     assert list(plan.launch.argv[:5]) == ["deepspeed", "--num_nodes", "1", "--num_gpus", "2"]
     assert "--hostfile" not in plan.launch.argv
@@ -180,15 +183,16 @@ def test_plan_is_deterministic_and_json_round_trips(tmp_path: Path):
     b = compile_plan(load_spec(path), device="cpu", cpu_count=2)
     assert a == b and a.to_json() == b.to_json()
     assert Plan.from_json(a.to_json()) == a
-    assert json.loads(a.to_json())["deepspeed"]["train_batch_size"] == 16
+    assert json.loads(a.to_json())["deepspeed"]["train_batch_size"] == 4
 
 
 def test_starpo_plan_needs_reference(tmp_path: Path):
     path = tmp_path / "s.yaml"
     path.write_text(CPU_SPEC + "algorithm: {preset: starpo}\n")
     plan = compile_plan(load_spec(path), device="cpu", cpu_count=2)
-    # keep_ratio 1.0 keeps all 8 groups: 64 trajectories, 64 / 4 = 16 accumulation steps
-    assert plan.needs_reference and plan.sizes.kept_trajectories == 64 and plan.sizes.grad_accum_steps == 16
+    # keep_ratio 1.0 keeps all 8 groups: 64 trajectories in 4 mini batches of 16, 16 / micro 4 = 4 accumulation steps
+    assert plan.needs_reference and plan.sizes.kept_trajectories == 64 and plan.sizes.grad_accum_steps == 4
+    assert plan.sizes.optimizer_steps_per_update == 4
 
 
 def test_print_plan_shows_sizes_provenance_and_launch(tmp_path: Path):

@@ -145,7 +145,7 @@ def test_validate_says_which_algorithm_values_won(tmp_path: Path):
     line = result.stdout.splitlines()[1]
     assert line == (
         'algorithm from preset starpo: adv_estimator="gae", clip_low=0.2, kl_estimator="low_var_kl", '
-        'filter.metric="reward_std", filter.keep_ratio=1.0, filter.direction="top"; '
+        'filter.metric="reward_std", filter.keep_ratio=1.0, filter.direction="top", mini_batches=4; '
         "from the spec: clip_high=0.25; from --set: kl_coef=0.01"
     )
 

@@ -76,6 +76,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         ppo_epochs=a.ppo_epochs,
         online_k=a.online_k,
         steps=spec.train.steps,
+        mini_batches=a.mini_batches,
         **filter_args(a.filter),
     )
     critic = deepspeed_config(spec, sizes, device, spec.train.lr_critic) if a.adv_estimator == "gae" else None

@@ -34,6 +34,15 @@ def filter_kept_groups(groups: int, keep_ratio: float, strategy: str = "top_k", 
     return None
 
 
+def mini_batch_rows(kept: int, world: int, mini_batch: int | None, mini_batches: int = 1) -> int:
+    """Rows of one mini-batch (one optimizer step) on each process: `train.mini_batch`
+    trajectories when set, else the kept batch cut into `algorithm.mini_batches` parts (the
+    reference's ppo_mini_batch_size = train batch / 4); at least one row. The trainer's loop and
+    the Plan's sizes both read this."""
+    total = mini_batch or kept // mini_batches
+    return max(1, total // world)
+
+
 def filter_args(f) -> dict:
     """The keyword arguments `derive_sizes` and `size_problems` take from `algorithm.filter`."""
     return {"keep_ratio": f.keep_ratio, "strategy": f.strategy, "value": f.value, "include_zero": f.include_zero}
@@ -94,6 +103,7 @@ def derive_sizes(
     strategy: str = "top_k",
     value: float | None = None,
     include_zero: bool = True,
+    mini_batches: int = 1,
 ) -> Sizes:
     """All sizes from the spec's numbers. Assumes `size_problems(...)` found nothing. When the
     filter keeps a varying number of groups, the sizes are those of a step that keeps them all."""
@@ -101,7 +111,8 @@ def derive_sizes(
     fixed = filter_kept_groups(groups, keep_ratio, strategy, value, include_zero)
     kept_g = groups if fixed is None else fixed
     kept = kept_g * group_size
-    mini = mini_batch or kept
+    mini = mini_batch_rows(kept, world, mini_batch, mini_batches) * world
+    micro_batch = min(micro_batch, mini // world)  # a micro batch is at most a mini-batch's share
     opt_per_update = (kept // mini) * ppo_epochs
     return Sizes(
         world_size=world,
@@ -122,7 +133,7 @@ def derive_sizes(
 
 def size_problems(
     *, groups: int, group_size: int, keep_ratio: float, world: int, micro_batch: int, mini_batch: int | None,
-    strategy: str = "top_k", value: float | None = None, include_zero: bool = True,
+    strategy: str = "top_k", value: float | None = None, include_zero: bool = True, mini_batches: int = 1,
 ) -> list[tuple[str, str]]:
     """Batch-size rules as [(key path, message)]; empty when the sizes divide evenly.
 
@@ -147,6 +158,19 @@ def size_problems(
     kept = fixed * group_size
     rule = f"floor({keep_ratio} x {groups} groups)" if strategy == "top_k" else f"top_k_abs {value:g} of {groups}"
     how = f"{rule} = {fixed} groups x {group_size} = {kept}"
+    if mini_batch is None and mini_batches > 1:
+        if kept % (mini_batches * world):
+            return [(
+                "algorithm.mini_batches",
+                f"the {kept} kept trajectories ({how}) do not split into {mini_batches} mini batches with an equal "
+                f"share on each of {world} process(es): {kept} is not a multiple of {mini_batches * world}",
+            )]
+        rows = kept // (mini_batches * world)
+        micro = min(micro_batch, rows)
+        if rows % micro:
+            return [("train.micro_batch", f"a mini batch's {rows} rows per process ({kept} kept / {mini_batches} mini "
+                     f"batches / {world} process(es)) do not split into micro batches of {micro_batch}")]
+        return []
     if kept < per_pass:
         return [(
             "train.micro_batch",

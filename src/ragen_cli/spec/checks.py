@@ -26,6 +26,7 @@ def check_sizes(spec: RunSpec) -> Found:
         world=ds.nodes * ds.procs_per_node,
         micro_batch=spec.train.micro_batch,
         mini_batch=spec.train.mini_batch,
+        mini_batches=spec.algorithm.mini_batches,
         **filter_args(spec.algorithm.filter),
     )
 
@@ -36,7 +37,7 @@ def check_schedule(spec: RunSpec) -> Found:
     sizes = derive_sizes(
         groups=env.groups, group_size=env.group_size, nodes=ds.nodes,
         procs_per_node=ds.procs_per_node, micro_batch=spec.train.micro_batch, mini_batch=spec.train.mini_batch,
-        ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps, **filter_args(a.filter),
+        ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps, mini_batches=a.mini_batches, **filter_args(a.filter),
     )
     if spec.train.warmup_steps <= sizes.total_optimizer_steps:
         return []
@@ -183,7 +184,9 @@ def _env_key(prefix: str, config: dict, message: str) -> str:
 RULES = (
     "Kept trajectories, floor(keep_ratio x P) groups (at least 1) x N, are at least one micro batch on every "
     "process (micro_batch x nodes x procs_per_node).",
-    "Without mini_batch, the kept trajectories are a multiple of micro_batch x world size; with it, mini_batch is "
+    "With algorithm.mini_batches M > 1 and no train.mini_batch, the kept trajectories are a multiple of M x world "
+    "size, and a mini batch's rows per process split into micro batches (a micro batch is at most those rows).",
+    "Without mini_batch (and M = 1), the kept trajectories are a multiple of micro_batch x world size; with it, mini_batch is "
     "such a multiple and divides the kept trajectories.",
     "A filter that keeps a varying number of groups (top_p, min_p, include_zero false) needs group_size to be a "
     "multiple of the world size (and mini_batch, if set, a multiple of micro_batch x world size).",

@@ -192,6 +192,12 @@ class AlgorithmSpec(Section):
     filter: FilterSpec = Field(default_factory=FilterSpec, description="StarPO-S rollout filtering (by in-group reward std unless metric says otherwise).")
     online_k: int = Field(1, ge=1, description="Rollout reuse: each rollout batch feeds this many consecutive updates.")
     ppo_epochs: int = Field(1, ge=1, description="Passes over the kept batch within one update.")
+    mini_batches: int = Field(
+        1, ge=1, description="Optimizer steps per pass: the kept batch is cut into this many mini-batches (the "
+        "reference's ppo_mini_batch_size = train batch / 4). With more than one, every mini-batch after the first "
+        "is trained on moved weights, so the PPO ratio leaves 1 and clip_low / clip_high act; with one (and "
+        "online_k = ppo_epochs = 1) the ratio is exactly 1 and clipping never acts. train.mini_batch, when set, wins.",
+    )
     rollout_is: OnOff = Field(
         "auto", description="Weight each token's policy loss by the truncated importance ratio min(pi_old / "
         "pi_sampler, rollout_is_cap) between the trainer's old log-probs and the rollout engine's sampling "
@@ -210,7 +216,7 @@ class TrainSpec(Section):
     warmup_steps: int = Field(0, ge=0, description="Optimizer steps of linear warm-up.")
     weight_decay: float = Field(0.01, ge=0.0, description="AdamW weight decay.")
     mini_batch: int | None = Field(
-        None, ge=1, description="Trajectories per optimizer step; omit for all kept trajectories (one step per update)."
+        None, ge=1, description="Trajectories per optimizer step; omit to cut the kept batch into algorithm.mini_batches parts."
     )
     micro_batch: int = Field(4, ge=1, description="Trajectories per forward/backward pass per process.")
     share_prefix: bool = Field(

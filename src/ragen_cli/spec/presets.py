@@ -3,7 +3,8 @@
 StarPO-S (RAGEN, arXiv 2504.20073, Sec. 4 and the reference `base.yaml`): keep the 25% of groups
 with the highest in-group reward std, decoupled clip 0.2 / 0.28 (DAPO clip-higher), no KL, PPO
 with a critic (GAE). Vanilla StarPO (`train_all.sh` USE_BASE): KL 0.001, clip 0.2 / 0.2, no
-filter (keep_ratio 1.0), GAE. The reference adds the KL as a loss with `low_var_kl`
+filter (keep_ratio 1.0), GAE. Both split each rollout batch into 4 optimizer steps (the
+reference's ppo_mini_batch_size = train batch / 4), so the PPO ratio moves and clipping acts. The reference adds the KL as a loss with `low_var_kl`
 (verl `use_kl_loss`); so does this preset (k1 as a loss would do nothing: its expected
 gradient is zero).
 
@@ -22,6 +23,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "clip_low": 0.2,
         "clip_high": 0.28,
         "kl_coef": 0.0,
+        "mini_batches": 4,
         "filter": {"metric": "reward_std", "keep_ratio": 0.25, "direction": "top"},
     },
     "starpo": {
@@ -30,6 +32,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "clip_high": 0.2,
         "kl_coef": 0.001,
         "kl_estimator": "low_var_kl",
+        "mini_batches": 4,
         "filter": {"metric": "reward_std", "keep_ratio": 1.0, "direction": "top"},
     },
 }

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from ragen_cli.compile.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
@@ -64,7 +65,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 3. old log-probs (none needed for a single-pass update), values and reference log-probs
     batch = collate(kept)
     mine = list(range(run.rank, len(batch), run.world))
-    mini_rows = (spec.train.mini_batch or len(batch)) // run.world
+    mini_rows = mini_batch_rows(len(batch), run.world, spec.train.mini_batch, a.mini_batches)
     old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
     # 4. token rewards and advantages (GAE with the critic, GRPO or REINFORCE-LOO)
     adv, returns = stages.advantages(spec, batch, old["values"])
