@@ -92,6 +92,25 @@ def test_any_text_loads_or_is_a_spec_error(text):
         assert time.perf_counter() - start < 2.0
 
 
+_KEYS = st.sampled_from(["train.steps", "train.lr_actor", "algorithm.filter.keep_ratio", "algorithm.filter.strategy",
+                         "env.train.config.arm_names", "rollout.temperature", "name", "train", "a.b", "", "x..y",
+                         "env.val.envs[0].name", "algorithm.mini_batches"])
+_VALUES = st.text(alphabet=st.sampled_from(list("0123456789.-e+[]{}:,'\" abtrufnl&*!\x00\u00e9")), max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.builds(lambda k, v: f"{k}={v}", _KEYS, _VALUES), _VALUES), max_size=3))
+def test_any_set_loads_or_is_a_spec_error(sets):
+    # --set parsing: any list of overrides either loads or is a SpecError whose problems say
+    # `--set ...` or the file, in bounded time; never another exception
+    start = time.perf_counter()
+    try:
+        load(SPEC, sets)
+    except SpecError as err:
+        assert err.problems and all(pr.where for pr in err.problems)
+    assert time.perf_counter() - start < 2.0
+
+
 def test_class_cpu_rules_apply_to_device_auto_on_a_cpu_machine():
     from ragen_cli.device import detect_device
 
