@@ -52,3 +52,63 @@ def test_ragen_help_answers_fast():
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert cpu < 0.8, f"ragen --help used {cpu:.2f} s of CPU"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """ragen_cli module -> the ragen_cli modules it imports anywhere (module level or inside a
+    function): every `import` and `from ... import` statement, relative ones resolved."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "src"
+    files = {}
+    for f in (root / "ragen_cli").rglob("*.py"):
+        parts = f.relative_to(root).with_suffix("").parts
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, f in files.items():
+        package = mod.split(".") if f.name == "__init__.py" else mod.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") \
+                    if node.level else node.module or ""
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            else:
+                continue
+            graph[mod] |= {n for n in names if n in files and n != mod}
+    return graph
+
+
+def test_no_module_imports_another_in_a_circle():
+    graph = _import_graph()
+    assert graph["ragen_cli.spec.checks"] >= {"ragen_cli.spec.sizes"}  # the walk sees real edges
+    # depth-first search for a back edge; report the first circle found
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                return stack[stack.index(n):] + [n]
+            if n not in state and (found := visit(n)):
+                return found
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            circle = visit(m)
+            assert circle is None, " -> ".join(circle)
+
+
+def test_spec_never_imports_compile():
+    # compile reads spec; validation (spec) must not need the compiler
+    graph = _import_graph()
+    bad = {(m, n) for m, ns in graph.items() if m.startswith("ragen_cli.spec") for n in ns
+           if n.startswith("ragen_cli.compile")}
+    assert not bad, sorted(bad)

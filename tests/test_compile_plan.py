@@ -12,7 +12,7 @@ from ragen_cli.compile.deepspeed_config import scheduler_block
 from ragen_cli.compile.launch import vllm_lora_rank
 from ragen_cli.compile.plan import Plan, compile_plan
 from ragen_cli.compile.render import print_plan
-from ragen_cli.compile.sizes import derive_sizes, kept_groups
+from ragen_cli.spec.sizes import derive_sizes, kept_groups
 from ragen_cli.spec.loader import load, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,7 @@ def test_cpu_single_process_vllm_env_launch(cpu_plan: Plan):
     assert cpu_plan.env == {
         "DS_ACCELERATOR": "cpu", "VLLM_CPU_KVCACHE_SPACE": "3", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
         "VLLM_CPU_OMP_THREADS_BIND": "0-1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+        "MASTER_ADDR": "127.0.0.1",
     }
     assert (cpu_plan.launch.kind, cpu_plan.launch.argv) == ("in-process", ())
     assert (cpu_plan.run_dir, cpu_plan.lora, cpu_plan.needs_reference) == ("runs/cpu-run", True, False)

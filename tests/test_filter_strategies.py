@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from ragen_cli.algos.filter import filter_groups, group_scores, select_groups
-from ragen_cli.compile.sizes import derive_sizes, filter_kept_groups, size_problems
+from ragen_cli.spec.sizes import derive_sizes, filter_kept_groups, size_problems
 
 # Five groups' scores (index = group): ordered high to low 3 (1.0), 0 (0.5), 2 (0.25), 4 (0.25), 1 (0).
 SCORES = torch.tensor([0.5, 0.0, 0.25, 1.0, 0.25])

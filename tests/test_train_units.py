@@ -72,9 +72,9 @@ def test_averager_weights():
 
 
 def test_seeds_follow_the_step():
-    # first seed 10000, P = 8: step 1 takes 10000..10007, step 3 takes 10016..10023
-    assert step_seeds(10000, 1, 8) == list(range(10000, 10008))
-    assert step_seeds(10000, 3, 8)[0] == 10016
+    # cursor 10000, P = 8: 10000..10007; the loop then moves the cursor to 10008
+    assert step_seeds(10000, 8) == list(range(10000, 10008))
+    assert step_seeds(10016, 8)[0] == 10016
     assert sample_seed(42, 2) != sample_seed(42, 3) and sample_seed(42, 2) == sample_seed(42, 2)
 
 

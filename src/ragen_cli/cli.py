@@ -3,13 +3,13 @@ heavy imports (torch, vllm, deepspeed) happen inside the command functions only.
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 
 import typer
 
 from ragen_cli import __version__
+from ragen_cli.process_exit import end_process
 from ragen_cli.envs import commands as envs_cmd
 from ragen_cli.eval import commands as eval_cmd
 from ragen_cli.models import commands as models_cmd
@@ -82,16 +82,6 @@ def exit_code(code: object) -> int:
         return code
     print(code, file=sys.stderr)
     return 1
-
-
-def end_process(code: int) -> None:
-    """Flush the standard streams and end the process with `code`, skipping teardown."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
 
 
 if __name__ == "__main__":

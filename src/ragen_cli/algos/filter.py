@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ragen_cli.compile.sizes import kept_groups
+from ragen_cli.spec.sizes import kept_groups
 
 from .masked import group_index, group_moments
 
@@ -36,7 +36,7 @@ ZERO = 1e-10  # RAGEN-2: a score with |score| <= 1e-10 is zero (rollout_filter_i
 
 def kept_group_count(num_groups: int, keep_ratio: float) -> int:
     """``max(1, floor(keep_ratio * G))`` groups, as RAGEN (``int(ratio * env_groups)``); the one
-    definition is `compile.sizes.kept_groups` (the Plan's sizes use it too)."""
+    definition is `spec.sizes.kept_groups` (the Plan's sizes use it too)."""
     if not 0.0 < keep_ratio <= 1.0:
         raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
     return kept_groups(num_groups, keep_ratio)

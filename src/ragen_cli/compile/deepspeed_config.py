@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragen_cli.compile.sizes import Sizes
+from ragen_cli.spec.sizes import Sizes
 from ragen_cli.spec.models import RunSpec
 
 ADAM_BETAS = [0.9, 0.999]  # the reference's verl optimizer defaults

@@ -126,9 +126,11 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
         # Several ranks on one machine would fight over the same cores: leave placement to the OS.
         env["VLLM_CPU_OMP_THREADS_BIND"] = (f"0-{cpu_count - 1}" if cpu_count > 1 else "0") if world == 1 else "nobind"
     if world == 1:
-        # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI.
-        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(spec.deepspeed.master_port))
+        # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI. Its
+        # MASTER_PORT is a free port picked when the run starts (train.engine.single_process_env),
+        # so concurrent runs on one machine do not collide; deepspeed.master_port is the
+        # launcher's, for several processes.
+        env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1")
     return env
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args, vllm_sleeps
-from ragen_cli.compile.sizes import Sizes, derive_sizes, filter_args
+from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
 

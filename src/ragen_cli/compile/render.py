@@ -14,19 +14,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from ragen_cli.compile.plan import Plan
-from ragen_cli.compile.sizes import SIZE_LABELS
+from ragen_cli.spec.presets import flatten
+from ragen_cli.spec.sizes import SIZE_LABELS
 
-
-
-def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """{"a": {"b": 1}} -> {"a.b": 1}: the dotted key paths that provenance and --set use."""
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 def sizes_table(plan: Plan) -> Table:
@@ -56,7 +46,7 @@ def algorithm_table(plan: Plan, provenance: Mapping[str, str]) -> Table:
 def launch_text(plan: Plan) -> str:
     env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(plan.env.items()))
     if plan.launch.kind == "in-process":
-        return "\n".join(x for x in (env, "one process, in this process (world size 1)") if x)
+        return "\n".join(x for x in (env, "one process, in this process (world size 1; rendezvous on a free port picked at start)") if x)
     command = shlex.join(plan.launch.argv)
     return f"{env} \\\n  {command}" if env else command
 

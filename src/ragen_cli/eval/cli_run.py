@@ -3,6 +3,8 @@ print the tables, write eval.json and the trajectories."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +87,6 @@ def _policies(opts: EvalOptions, spec) -> list[Policy]:
 
 
 def _out_dir(opts: EvalOptions, policies: list[Policy]) -> Path:
-    from ragen_cli.eval.commands import default_out
 
     if opts.out is not None:
         return opts.out
@@ -130,3 +131,12 @@ def _describe_sampling(plan) -> str:
     how = "greedy" if plan.rollout.temperature <= 0 else f"T={plan.rollout.temperature:g}"
     seeds = f"seeds {plan.seeds[0]}..{plan.seeds[-1]}"
     return f"{how}, {seeds}, {plan.samples} sample(s)/seed, max {plan.rollout.max_turns} turns"
+
+
+def default_out(label: str, run_dir: Path | None, step: int | None) -> Path:
+    """RUN_DIR/evals/step-N-<utc> for a checkpoint, else evals/<label>-<utc>."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    if run_dir is not None:
+        return run_dir / "evals" / f"step-{step}-{stamp}"
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(label).name or label).strip("_") or "model"
+    return Path("evals") / f"{safe}-{stamp}"

@@ -7,8 +7,6 @@ env, bad spec, unreachable endpoint).
 
 from __future__ import annotations
 
-import datetime as _dt
-import re
 from pathlib import Path
 from typing import Optional
 
@@ -70,12 +68,3 @@ def _input_errors() -> tuple[type[BaseException], ...]:
     from ragen_cli.spec.errors import SpecError
 
     return (EvalInputError, EndpointError, SpecError)
-
-
-def default_out(label: str, run_dir: Path | None, step: int | None) -> Path:
-    """RUN_DIR/evals/step-N-<utc> for a checkpoint, else evals/<label>-<utc>."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
-    if run_dir is not None:
-        return run_dir / "evals" / f"step-{step}-{stamp}"
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(label).name or label).strip("_") or "model"
-    return Path("evals") / f"{safe}-{stamp}"

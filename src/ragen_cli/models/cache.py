@@ -143,3 +143,22 @@ def build_atomic(final: Path, build: Callable[[Path], None], is_valid: Callable[
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return True
+
+
+# Accepted spellings -> canonical torch dtype name (the spec's `deepspeed.precision` uses fp32/bf16/fp16).
+DTYPES: dict[str, str] = {
+    "float32": "float32", "fp32": "float32",
+    "bfloat16": "bfloat16", "bf16": "bfloat16",
+    "float16": "float16", "fp16": "float16",
+}
+
+
+class ModelError(ValueError):
+    """A model reference that cannot be resolved; the message says what to do."""
+
+
+def canonical_dtype(dtype: str) -> str:
+    try:
+        return DTYPES[dtype]
+    except KeyError:
+        raise ModelError(f"unknown dtype {dtype!r}; use one of: {', '.join(sorted(DTYPES))}") from None

@@ -38,7 +38,8 @@ def models(
 def doctor() -> None:
     """Check the installed environment (torch, vLLM, DeepSpeed, built-in model, cache, disk,
     memory) and print the fix for each problem found. Exit code 1 if a required check fails."""
-    from ragen_cli.models.doctor import report, run_doctor
+    from ragen_cli.models.doctor import report
+    from ragen_cli.models.status import run_doctor
 
     typer.echo("ragen doctor: checking the environment (imports torch, vLLM and DeepSpeed in subprocesses)...")
     lines, code = report(run_doctor(dict(os.environ)))

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ragen_cli.models import cache
-from ragen_cli.models.builtin import ModelError
+from ragen_cli.models.cache import ModelError
 from ragen_cli.models.load import set_ds_accelerator
 
 set_ds_accelerator()  # before transformers is imported (see models/load.py)

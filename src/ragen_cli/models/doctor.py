@@ -171,20 +171,6 @@ def check_packages(find_spec=importlib.util.find_spec) -> list[Check]:
     return checks
 
 
-def run_doctor(env: dict[str, str]) -> list[Check]:
-    """Every check, in the order `ragen doctor` prints them."""
-    from ragen_cli.models import status
-
-    probes = run_probes()
-    torch_info = probes["torch"].data() or {}
-    checks = [check_torch(probes["torch"]), *check_packages(), check_vllm(probes["vllm"])]
-    checks += check_deepspeed(probes["deepspeed"])
-    checks.append(check_ds_accelerator(env, torch_info.get("cuda_available")))
-    checks += status.check_model_cache()
-    checks += [status.check_disk(), status.check_memory()]
-    return checks
-
-
 def report(checks: list[Check]) -> tuple[list[str], int]:
     """The lines `ragen doctor` prints and its exit code (1 if any check failed)."""
     width = max(len(c.name) for c in checks)

@@ -36,7 +36,7 @@ def load_causal_lm(path: str | Path, dtype: str = "float32", device: str = "cpu"
     """A causal LM from a model directory, in `dtype` ("float32"/"fp32", "bfloat16"/"bf16", ...)
     on `device`, in eval mode (call `.train()` to train it). Strict: a missing, unexpected or
     mis-shaped tensor is a ValueError, never a randomly initialised weight."""
-    from ragen_cli.models.builtin import canonical_dtype
+    from ragen_cli.models.cache import canonical_dtype
 
     set_ds_accelerator()
     import torch

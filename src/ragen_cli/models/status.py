@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ragen_cli.models import cache
 from ragen_cli.models.builtin import BUILTIN_MODELS, builtin_dir
+from ragen_cli.models import doctor
 from ragen_cli.models.doctor import MIN_FREE_DISK_GB, MIN_FREE_MEM_GB, Check
 
 LISTED_DTYPES = ("float32", "bfloat16", "float16")
@@ -84,3 +85,15 @@ def check_memory() -> Check:
         return Check("memory", "warn", detail + f" (SmolLM2 training with vLLM rollouts wants {MIN_FREE_MEM_GB:.0f} GB)",
                      "close other programs, use LoRA or bf16, or the tiny-random model")
     return Check("memory", "ok", detail)
+
+
+def run_doctor(env: dict[str, str]) -> list[Check]:
+    """Every check, in the order `ragen doctor` prints them."""
+    probes = doctor.run_probes()
+    torch_info = probes["torch"].data() or {}
+    checks = [doctor.check_torch(probes["torch"]), *doctor.check_packages(), doctor.check_vllm(probes["vllm"])]
+    checks += doctor.check_deepspeed(probes["deepspeed"])
+    checks.append(doctor.check_ds_accelerator(env, torch_info.get("cuda_available")))
+    checks += check_model_cache()
+    checks += [check_disk(), check_memory()]
+    return checks

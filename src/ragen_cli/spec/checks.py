@@ -10,7 +10,7 @@ import re
 import os
 from pathlib import Path
 
-from ragen_cli.compile.sizes import derive_sizes, filter_args, size_problems
+from ragen_cli.spec.sizes import derive_sizes, filter_args, size_problems
 from ragen_cli.device import resolved
 from ragen_cli.spec.models import RunSpec
 from ragen_cli.spec.refs import env_problems, model_problems

@@ -39,7 +39,7 @@ def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
 
 
 def summary(loaded: LoadedSpec) -> str:
-    from ragen_cli.compile.sizes import filter_kept_groups
+    from ragen_cli.spec.sizes import filter_kept_groups
 
     s = loaded.spec
     env, f = s.env.train, s.algorithm.filter
@@ -55,7 +55,7 @@ def summary(loaded: LoadedSpec) -> str:
 
 def provenance_line(loaded: LoadedSpec) -> str:
     """Which algorithm values came from the preset, the spec file and --set (defaults omitted)."""
-    from ragen_cli.compile.render import flatten
+    from ragen_cli.spec.presets import flatten
 
     values = flatten(loaded.spec.algorithm.model_dump())
     groups: dict[str, list[str]] = {"preset": [], "user": [], "--set": []}

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from ragen_cli.compile.sizes import SIZE_LABELS
+from ragen_cli.spec.sizes import SIZE_LABELS
 from ragen_cli.spec.checks import RULES
 from ragen_cli.spec.models import RunSpec
 from ragen_cli.spec.presets import PRESETS

@@ -13,6 +13,7 @@ A preset only fills the `algorithm` fields the user did not write; the user alwa
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
 Source = Literal["default", "preset", "user", "--set"]
@@ -90,4 +91,15 @@ def resolve_provenance(
         if _has(overrides, path):
             source = "--set"
         out[".".join(path)] = source
+    return out
+
+
+def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}: the dotted key paths that provenance and --set use."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
     return out

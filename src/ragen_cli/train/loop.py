@@ -24,9 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
-import torch
-
-from ragen_cli.compile.sizes import mini_batch_rows
+from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
@@ -39,7 +37,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     spec, a, engines = run.spec, run.spec.algorithm, run.engines
     t_step = time.perf_counter()
     # 1. rollout: P initial states x N rollouts each
-    seeds = list(range(run.state.cursor, run.state.cursor + spec.env.train.groups))
+    seeds = stages.step_seeds(run.state.cursor, spec.env.train.groups)
     run.state.cursor += spec.env.train.groups
     trajs, metrics = stages.gather_rollouts(run, seeds, step)
     # 2. StarPO-S filter: keep the groups with the highest in-group std of the task reward

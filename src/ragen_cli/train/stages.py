@@ -11,12 +11,13 @@ from ragen_cli.algos.advantages import ADVANTAGES, AdvantageInputs
 from ragen_cli.algos.losses import explained_variance
 from ragen_cli.train.batch import Batch, score
 from ragen_cli.train.engine import ref_context
+from ragen_cli.train.validate import chose_high_ev_share
 
 
-def step_seeds(first_seed: int, step: int, groups: int) -> list[int]:
-    """Training seeds of step `step` (1-based): each step takes the next P seeds."""
-    start = first_seed + (step - 1) * groups
-    return list(range(start, start + groups))
+def step_seeds(cursor: int, groups: int) -> list[int]:
+    """Training seeds of a step: the next P seeds from the run's seed cursor (RunState.cursor,
+    saved in checkpoints; a rollback restores it, so the seeds follow the cursor, not the step)."""
+    return list(range(cursor, cursor + groups))
 
 
 def sample_seed(train_seed: int, step: int, rank: int = 0) -> int:
@@ -208,9 +209,9 @@ def reward_stats(trajs) -> dict[str, float]:
            "reward/min": r.min().item(), "reward/max": r.max().item(),
            "reward/task_mean": sum(task) / len(task),
            "reward/task_in_group_std": in_group_std(task, [t.group for t in trajs])}
-    high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
-    if high and all(h is not None for h in high):
-        out["train/chose_high_ev"] = sum(map(bool, high)) / len(high)
+    high = chose_high_ev_share(trajs)
+    if high is not None:
+        out["train/chose_high_ev"] = high
     return out
 
 

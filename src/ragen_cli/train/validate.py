@@ -45,13 +45,22 @@ def run_validation(backend, tokenizer, spec) -> tuple[dict[str, float], list]:
     return metrics, all_trajs
 
 
+def chose_high_ev_share(trajs) -> float | None:
+    """Share of episodes whose env reported `chose_high_ev` true (Bandit); None unless every
+    episode reported it."""
+    high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
+    if high and len(high) == len(trajs) and all(h is not None for h in high):
+        return sum(map(bool, high)) / len(high)
+    return None
+
+
 def env_val_metrics(env_name: str, trajs) -> dict[str, float]:
     n = max(1, len(trajs))
     out = {
         env_metric("val/<env>/success", env_name): sum(t.success for t in trajs) / n,
         env_metric("val/<env>/reward", env_name): sum(t.episode_reward for t in trajs) / n,
     }
-    high = [t.info.get("chose_high_ev") for t in trajs if isinstance(getattr(t, "info", None), dict)]
-    if high and all(h is not None for h in high):
-        out[env_metric("val/<env>/chose_high_ev", env_name)] = sum(map(bool, high)) / len(high)
+    high = chose_high_ev_share(trajs)
+    if high is not None:
+        out[env_metric("val/<env>/chose_high_ev", env_name)] = high
     return out

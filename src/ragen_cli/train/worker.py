@@ -10,7 +10,6 @@ runs the training loop; the launcher sets RANK / WORLD_SIZE / LOCAL_RANK / MASTE
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 
@@ -31,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ragen_cli.cli import end_process
+    from ragen_cli.process_exit import end_process
 
     import traceback
 
