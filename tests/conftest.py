@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Tests never reach the Hugging Face hub: a hub id resolves from a (fake) local cache or is an error.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 

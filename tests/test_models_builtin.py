@@ -124,7 +124,7 @@ def test_local_dir_resolves_to_itself(tmp_path):
 
 
 def test_bad_references_raise_clear_errors(tmp_path, monkeypatch):
-    monkeypatch.delenv("RAGEN_HUB_DOWNLOAD", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # never the network in tests
     with pytest.raises(ModelError, match=r"unknown model 'tiny-randon'.*Did you mean 'tiny-random'\?"):
         resolve_model("tiny-randon")
     with pytest.raises(ModelError, match="has no config.json"):
@@ -132,7 +132,7 @@ def test_bad_references_raise_clear_errors(tmp_path, monkeypatch):
     (tmp_path / "w.bin").write_bytes(b"")
     with pytest.raises(ModelError, match="is a file"):
         resolve_model(str(tmp_path / "w.bin"))
-    with pytest.raises(ModelError, match="nor in the Hugging Face cache.*RAGEN_HUB_DOWNLOAD=1"):
+    with pytest.raises(ModelError, match="nor in the Hugging Face cache, and HF_HUB_OFFLINE is set.*huggingface-cli download"):
         resolve_model("HuggingFaceTB/not-cached-here")
     with pytest.raises(ModelError, match="unknown dtype 'int4'"):
         resolve_model("tiny-random", "int4")
@@ -151,8 +151,22 @@ def test_hub_id_resolves_to_its_snapshot_in_the_hf_cache(tmp_path):
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text("0123abcd")
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
-    env.pop("RAGEN_HUB_DOWNLOAD", None)
     code = "from ragen_cli.models.builtin import resolve_model; print(resolve_model('acme/tiny'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str(snapshot)
+
+
+def test_train_with_an_uncached_hub_model_offline_is_exit_2_before_anything_starts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    spec = Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml"
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path / "hub"), "HF_HUB_OFFLINE": "1"}
+    ragen = Path(sys.executable).parent / "ragen"
+    out = subprocess.run([str(ragen), "train", str(spec), "--set", "model.name=acme/not-cached",
+                          "--set", f"output.dir={tmp_path / 'runs'}"], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert "HF_HUB_OFFLINE is set" in out.stderr and "huggingface-cli download acme/not-cached" in out.stderr
+    assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()

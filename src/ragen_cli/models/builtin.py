@@ -36,8 +36,9 @@ def resolve_model(name_or_path: str, dtype: str = "float32") -> Path:
 
     - a built-in name (`BUILTIN_MODELS`): converted once into the cache, then reused;
     - an existing local directory with a config.json: itself (`dtype` is then a load-time choice);
-    - a hub id `org/name`: its snapshot in the local Hugging Face cache (downloading only when
-      `RAGEN_HUB_DOWNLOAD=1` is set, since this machine has no hub access).
+    - a hub id `org/name`: its snapshot in the local Hugging Face cache, downloaded into it first
+      when missing, as transformers does, unless `HF_HUB_OFFLINE` is set (then a missing model is
+      an error that says how to fetch it).
     Raises `ModelError` with a fix otherwise.
     """
     dtype = canonical_dtype(dtype)
@@ -71,17 +72,24 @@ def _looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
 
 
+def hub_offline() -> bool:
+    """HF_HUB_OFFLINE as huggingface_hub reads it (1 / true / yes / on)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def _resolve_hub(repo_id: str) -> Path:
-    download = os.environ.get("RAGEN_HUB_DOWNLOAD") == "1"
+    download = not hub_offline()
     try:
         from huggingface_hub import snapshot_download
 
         path = Path(snapshot_download(repo_id, local_files_only=not download))
     except Exception as exc:  # huggingface_hub raises several types for "not there"
-        how = "downloading failed" if download else "hub downloads are off (set RAGEN_HUB_DOWNLOAD=1 where the hub is reachable)"
+        how = (f"downloading it failed ({type(exc).__name__}: {str(exc)[:200]})" if download else
+               "HF_HUB_OFFLINE is set, so it is not downloaded")
         raise ModelError(
-            f"model {repo_id!r} is not a local directory nor in the Hugging Face cache, and {how}: "
-            f"{type(exc).__name__}. Use a built-in ({', '.join(BUILTIN_MODELS)}) or a local directory."
+            f"model {repo_id!r} is not a local directory nor in the Hugging Face cache, and {how}. Fetch it "
+            f"where the hub is reachable (`huggingface-cli download {repo_id}`, into the same HF_HOME / "
+            f"HF_HUB_CACHE), unset HF_HUB_OFFLINE, or use a built-in ({', '.join(BUILTIN_MODELS)}) or a local directory."
         ) from exc
     if not (path / "config.json").is_file():
         raise ModelError(f"the cached snapshot of {repo_id!r} at {path} has no config.json: not a transformers model")

@@ -22,8 +22,9 @@ TEMPLATE_FILES = ("ragen.yaml", "my_env.py")
 
 
 def templates_dir() -> Path:
-    """`templates/init` of the source tree (the package is installed editable from it)."""
-    return Path(__file__).resolve().parents[3] / "templates" / "init"
+    """The `ragen init` templates: package data (`ragen_cli/templates/init`, which the source
+    tree's top-level `templates/` links to), so a plain `pip install .` carries them."""
+    return Path(__file__).resolve().parents[1] / "templates" / "init"
 
 
 def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:

@@ -45,6 +45,7 @@ def train(
     if dry_run:
         _print_plan(plan, loaded.provenance, json_)
         return
+    _model_or_exit(loaded.spec.model.name)
     run_dir = resume if resume is not None else Path(plan.run_dir)
     _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
     typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
@@ -67,6 +68,18 @@ def export(
         typer.echo(f"ragen export: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"ragen: exported {checkpoint} to {path}")
+
+
+def _model_or_exit(name: str) -> None:
+    """Resolve the model before anything starts (a built-in is converted once, a hub id fetched
+    unless HF_HUB_OFFLINE is set); a reference that cannot be resolved is exit 2, no run dir."""
+    from ragen_cli.models.builtin import ModelError, resolve_model
+
+    try:
+        resolve_model(name)
+    except ModelError as err:
+        typer.echo(f"ragen train: {err}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _resume_spec(run_dir: Path) -> Path:
