@@ -97,7 +97,7 @@ def test_cluster_2x8_plan(monkeypatch):
     assert ds["optimizer"]["params"] == {"lr": 1e-6, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": False}
     assert "scheduler" not in ds  # constant schedule without warm-up
     assert plan.critic_deepspeed["optimizer"]["params"]["lr"] == 1e-5
-    assert plan.device == "cuda" and plan.env == {}
+    assert plan.device == "cuda" and plan.env == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # in-process engine: tensor sync
     assert plan.vllm["enforce_eager"] is False and plan.vllm["gpu_memory_utilization"] == 0.4
     assert plan.vllm["max_num_seqs"] == 128 and "enable_lora" not in plan.vllm
     assert plan.launch.kind == "deepspeed"
@@ -280,6 +280,8 @@ def test_gpu_specs_compile_to_the_papers_setting_on_one_gpu(monkeypatch, name):
     assert (plan.vllm["dtype"], plan.vllm["enforce_eager"], plan.rollout_is_cap) == ("bfloat16", False, 2.0)
     assert plan.sizes.optimizer_steps_per_update == 4  # 32 kept / mini-batch 8: the ratio moves, clipping acts
     assert plan.launch.kind == "in-process"
+    # on CUDA the engine runs in the trainer's process and takes the weights as tensors
+    assert (plan.weight_sync, plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"], plan.lora_sync) == ("tensors", "0", None)
 
 
 def test_gpu_two_node_spec_launches_deepspeed_with_its_hostfile(monkeypatch):
@@ -302,3 +304,21 @@ def test_vllm_sleeps_only_on_cuda_beside_deepspeed(tmp_path: Path):
         spec = load_spec(path)
         assert vllm_sleeps(spec, device) is want, (sleep, backend, device)
         assert ("enable_sleep_mode" in compile_plan(spec, device=device, cpu_count=2).vllm) is want
+
+
+def test_the_plan_decides_how_weights_reach_the_engine(tmp_path: Path):
+    # full weights: a file in /dev/shm on CPU (the engine is another process), tensors by reference
+    # on CUDA (in-process engine); LoRA: merged on CPU, the adapter on CUDA (rollout.lora_sync auto)
+    path = tmp_path / "s.yaml"
+    path.write_text(CPU_SPEC)  # LoRA rank 12
+    spec = load_spec(path)
+    cpu, cuda = compile_plan(spec, device="cpu", cpu_count=2), compile_plan(spec, device="cuda", cpu_count=2)
+    assert (cpu.weight_sync, cpu.lora_sync, "VLLM_ENABLE_V1_MULTIPROCESSING" in cpu.env) == ("file", "merged", False)
+    assert (cuda.weight_sync, cuda.lora_sync, cuda.env["VLLM_ENABLE_V1_MULTIPROCESSING"]) == ("tensors", "adapter", "0")
+    assert cuda.vllm["enable_lora"] is True and "enable_lora" not in cpu.vllm
+    path.write_text(CPU_SPEC.replace("vllm_kv_cache_gib: 3}", "vllm_kv_cache_gib: 3, lora_sync: merged, backend: hf}"))
+    hf = compile_plan(load_spec(path), device="cuda", cpu_count=2)
+    assert hf.lora_sync == "merged" and "VLLM_ENABLE_V1_MULTIPROCESSING" not in hf.env  # no vLLM engine
+    path.write_text(CPU_SPEC.replace(", lora: {rank: 12, alpha: 24}", ""))
+    full = compile_plan(load_spec(path), device="cuda", cpu_count=2)
+    assert (full.lora_sync, full.weight_sync) == (None, "tensors")

@@ -57,6 +57,14 @@ def test_full_weight_sync_serves_the_new_weights(probe):
 
 
 @pytest.mark.slow
+def test_tensor_weight_sync_serves_the_new_weights(probe):
+    # rollout weight_sync "tensors" (the Plan's choice on CUDA): the worker loads the tensors
+    # themselves through ragen_load_tensors, no file
+    assert probe["tensors_stale_gap"] > STALE
+    assert probe["tensors_synced_gap"] < SYNCED and probe["tensors_restored_gap"] < SYNCED
+
+
+@pytest.mark.slow
 def test_lora_sync_serves_each_new_adapter(probe):
     for version in (1, 2):
         assert probe[f"lora{version}_stale_gap"] > STALE

@@ -64,6 +64,15 @@ VLLM_EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
 """vLLM worker extension that receives pushed weights (rollout/vllm_worker_ext.py)."""
 
 
+def weight_sync_mode(device: str) -> str:
+    """How full weights reach vLLM after an update: "tensors" on CUDA (the engine runs in the
+    trainer's process, VLLM_ENABLE_V1_MULTIPROCESSING=0, so the worker loads the trainer's tensors
+    by reference: no file, no copy through RPC); "file" on CPU (a safetensors file in /dev/shm
+    that the engine's process reads: 3 s for SmolLM2 against 7-9 s for the same bytes through
+    vLLM's RPC, docs/rollout.md)."""
+    return "tensors" if device == "cuda" else "file"
+
+
 def vllm_sleeps(spec: RunSpec, device: str) -> bool:
     """Does the run put its vLLM engine to sleep during updates (`rollout.sleep`)? auto: with
     vLLM (or auto) on CUDA, where it shares the GPU with DeepSpeed; never on CPU."""
@@ -125,6 +134,8 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
         # One process: bind vLLM's OpenMP threads to every core (by default it reserves one).
         # Several ranks on one machine would fight over the same cores: leave placement to the OS.
         env["VLLM_CPU_OMP_THREADS_BIND"] = (f"0-{cpu_count - 1}" if cpu_count > 1 else "0") if world == 1 else "nobind"
+    if device == "cuda" and spec.rollout.backend != "hf":
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weight_sync_mode "tensors"
     if world == 1:
         # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI. Its
         # MASTER_PORT is a free port picked when the run starts (train.engine.single_process_env),

@@ -13,7 +13,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
-from ragen_cli.compile.launch import Launch, launch_command, process_env, resolve_device, vllm_args, vllm_sleeps
+from ragen_cli.compile.launch import (Launch, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
+                                      vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
@@ -39,6 +40,8 @@ class Plan:
     precision: str = "fp32"
     precision_why: str = ""
     vllm_sleep: bool = False
+    lora_sync: str | None = None  # "merged" | "adapter" with LoRA (rollout.lora_sync resolved), else None
+    weight_sync: str = "file"  # "file" | "tensors": how full weights reach vLLM (launch.weight_sync_mode)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -97,6 +100,8 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         precision=precision,
         precision_why=precision_why,
         vllm_sleep=vllm_sleeps(spec, device),
+        lora_sync=lora_sync_mode(spec, device),
+        weight_sync=weight_sync_mode(device),
     )
 
 

@@ -27,6 +27,7 @@ class ParityError(RuntimeError):
 
 class Backend(Protocol):
     name: str  # "hf" or "vllm"
+    needs_sync: bool  # False when the backend samples with the trainer's own module (nothing to push)
 
     def generate(self, prompts: list[list[int]], *, n: int, max_tokens: int, temperature: float,
                  top_p: float, seed: int) -> list[list[Sample]]:
@@ -80,22 +81,23 @@ def check_parity(trainer_logprobs, engine_logprobs, threshold: float, noise: flo
 
 
 def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None, lora_adapters: bool = False,
-                 engine_args: dict[str, Any] | None = None) -> Backend:
+                 engine_args: dict[str, Any] | None = None, weight_sync: str = "file") -> Backend:
     """Create the rollout backend for `spec` (a `RunSpec`).
 
     kind: "vllm", "hf" or "auto". `policy` is the trainer's model for the HF backend (its
     weights are used directly, so `sync` is a no-op); without it the HF backend loads its own
     copy of `model_dir` (eval). vLLM needs `model_dir` (weights of the initial policy);
     `lora_adapters` turns on vLLM's LoRA support (adapters synced as `LoRARequest`s);
-    `engine_args` (a run's `plan.vllm`) are vLLM's arguments exactly, overriding both."""
+    `engine_args` (a run's `plan.vllm`) are vLLM's arguments exactly, overriding both;
+    `weight_sync` (a run's `plan.weight_sync`): "file" or "tensors"."""
     if kind == "hf":
         return _make_hf(model_dir, spec, policy)
     if kind == "vllm":
-        return _make_vllm(model_dir, spec, lora_adapters, engine_args)
+        return _make_vllm(model_dir, spec, lora_adapters, engine_args, weight_sync)
     if kind != "auto":
         raise ValueError(f"unknown rollout backend {kind!r}; use vllm, hf or auto")
     try:
-        backend = _make_vllm(model_dir, spec, lora_adapters, engine_args)
+        backend = _make_vllm(model_dir, spec, lora_adapters, engine_args, weight_sync)
     except Exception as err:  # any import or start-up failure means: fall back
         log.warning("rollout backend: vLLM unavailable (%s: %s); using HF generate", type(err).__name__, err)
         return _make_hf(model_dir, spec, policy)
@@ -123,12 +125,13 @@ def _make_hf(model_dir, spec, policy):
     return HFBackend(policy, tokenizer, owns_model=False)
 
 
-def _make_vllm(model_dir, spec, lora_adapters: bool, engine_args: dict[str, Any] | None = None):
+def _make_vllm(model_dir, spec, lora_adapters: bool, engine_args: dict[str, Any] | None = None,
+               weight_sync: str = "file"):
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
     lora = spec.model.lora
     return VLLMBackend(
         model_dir, dtype=spec_dtype(spec), max_model_len=spec.model.max_context, seed=spec.train.seed,
         max_lora_rank=lora.rank if lora is not None and lora_adapters else None,
-        kv_cache_gib=spec.rollout.vllm_kv_cache_gib, engine_args=engine_args,
+        kv_cache_gib=spec.rollout.vllm_kv_cache_gib, engine_args=engine_args, weight_sync=weight_sync,
     )

@@ -23,6 +23,12 @@ from ragen_cli.rollout.types import Sample
 class HFBackend:
     name = "hf"
 
+    @property
+    def needs_sync(self) -> bool:
+        """Only a backend with its own copy of the model needs new weights pushed; one built on
+        the trainer's module (`owns_model` False) samples from it directly."""
+        return self.owns_model
+
     def sleep(self) -> None:
         """Nothing to release: the HF backend samples with the trainer's own model."""
 

@@ -40,11 +40,12 @@ def cpu_env_defaults(kv_cache_gib: int) -> None:
 
 class VLLMBackend:
     name = "vllm"
+    needs_sync = True
     duplicate_prompts = False  # send n copies of a prompt as n requests instead of one with n samples
 
     def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096,
                  seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2,
-                 engine_args: dict[str, Any] | None = None):
+                 engine_args: dict[str, Any] | None = None, weight_sync: str = "file"):
         """`engine_args`: the Plan's `vllm` arguments (a run); without them the same function
         builds them from `dtype`, `max_model_len`, `seed` and `max_lora_rank` (eval, benches)."""
         import torch
@@ -67,6 +68,9 @@ class VLLMBackend:
         self.dtype = str(engine_args["dtype"])
         self.lora_request = None
         self._lora_version = 0
+        if weight_sync not in ("file", "tensors"):
+            raise ValueError(f"weight_sync must be file or tensors, got {weight_sync!r}")
+        self.weight_sync = weight_sync
         from ragen_cli.rollout.reaper import start_reaper
 
         start_reaper()  # the engine's processes end with this one, even on SIGKILL
@@ -131,27 +135,37 @@ class VLLMBackend:
 
     # ------------------------------------------------------------------ internals
     def _sync_full(self, state_dict: dict) -> None:
-        """Write the weights to a safetensors file in shared memory (/dev/shm when there is one)
-        and have the worker load it from there: sending the same 540 MB (SmolLM2-135M fp32) as
-        bytes through vLLM's RPC took 7-9 s of a 10 s sync; the file route takes ~3 s."""
-        import tempfile
-
+        """Push full weights (`self.weight_sync`, the Plan's): "file" writes them to a safetensors
+        file in shared memory (/dev/shm when there is one) that the worker loads (sending the
+        same 540 MB of SmolLM2-135M fp32 as bytes through vLLM's RPC took 7-9 s of a 10 s sync;
+        the file takes ~3 s); "tensors" hands the worker the tensors themselves, where they are
+        (on CUDA the engine runs in this process, so nothing is copied or serialised)."""
         import torch
-        from safetensors.torch import save_file
 
         dtype = getattr(torch, self.dtype)
-        tensors = {name: t.detach().to("cpu", dtype).contiguous() for name, t in state_dict.items()
-                   if not (self.tied and name == "lm_head.weight")}
+        keep = self.weight_sync == "tensors"
+        tensors = {name: (t.detach().to(dtype) if keep else t.detach().to("cpu", dtype)).contiguous()
+                   for name, t in state_dict.items() if not (self.tied and name == "lm_head.weight")}
         if not tensors:
             raise ValueError("sync got an empty state dict")
+        if self.weight_sync == "tensors":  # the worker in this process (CUDA): by reference
+            loaded = self.llm.collective_rpc("ragen_load_tensors", args=(tensors,))
+        else:
+            loaded = self._sync_file(tensors)
+        if any(count != len(tensors) for count in loaded):
+            raise RuntimeError(f"weight sync loaded {loaded} tensors of {len(tensors)}")
+        self.lora_request = None  # the weights are the whole policy now; no adapter on top
+
+    def _sync_file(self, tensors: dict) -> list[int]:
+        import tempfile
+
+        from safetensors.torch import save_file
+
         shm = Path("/dev/shm")
         with tempfile.TemporaryDirectory(prefix="ragen-sync-", dir=shm if shm.is_dir() else None) as tmp:
             path = Path(tmp) / "weights.safetensors"
             save_file(tensors, str(path))
-            loaded = self.llm.collective_rpc("ragen_load_weights", args=(str(path),))
-        if any(count != len(tensors) for count in loaded):
-            raise RuntimeError(f"weight sync loaded {loaded} tensors of {len(tensors)}")
-        self.lora_request = None  # the weights are the whole policy now; no adapter on top
+            return self.llm.collective_rpc("ragen_load_weights", args=(str(path),))
 
     def _sync_lora(self, adapter_dir: Path) -> None:
         from vllm.lora.request import LoRARequest

@@ -24,10 +24,15 @@ class WeightSyncExtension:
         """Load the safetensors file `path` (an HF-named state dict, written by the backend on
         the same machine); returns the number of tensors loaded."""
         from safetensors.torch import load_file
+
+        return self.ragen_load_tensors(load_file(path))
+
+    def ragen_load_tensors(self, tensors: dict) -> int:
+        """Load an HF-named state dict of tensors (handed over by reference when the engine runs
+        in the trainer's process, rollout weight_sync "tensors"); returns the number loaded."""
         from vllm.model_executor.layers.linear import LinearBase
 
         model = self.model_runner.get_model()
-        tensors = load_file(path)
         for module in model.modules():
             if isinstance(module, LinearBase) and module.weight.numel() == 0:
                 _recreate_weight(module)

@@ -219,6 +219,12 @@ class TrainSpec(Section):
         None, ge=1, description="Trajectories per optimizer step; omit to cut the kept batch into algorithm.mini_batches parts."
     )
     micro_batch: int = Field(4, ge=1, description="Trajectories per forward/backward pass per process.")
+    gradient_checkpointing: bool = Field(
+        False, description="Recompute each layer's activations in the backward pass instead of keeping them "
+        "(transformers' gradient checkpointing, non-reentrant): less memory for long trajectories, about one more "
+        "forward of compute. Same gradients up to float rounding. The update's forward then runs every row's prompt "
+        "itself (share_prefix needs the KV cache, which checkpointing turns off); scoring still shares it.",
+    )
     share_prefix: bool = Field(
         True, description="Run the prompt that the rollouts of one initial state share once per micro-batch "
         "(its KV cache, with gradients, is reused by every row) instead of once per row. Same losses and "

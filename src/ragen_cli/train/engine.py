@@ -117,6 +117,13 @@ def _initialize(model, config: dict, world_size: int):
     return engine
 
 
+def enable_gradient_checkpointing(model):
+    """transformers' gradient checkpointing, non-reentrant (it needs no input that requires grad,
+    so it works under a frozen embedding, as with LoRA); returns the model."""
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    return model
+
+
 def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     """Actor (+ LoRA), critic when GAE, reference when KL is on; weights seeded by spec.train.seed
     (the critic's value head and LoRA's B-init are the only random parts)."""
@@ -129,6 +136,8 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     torch.manual_seed(spec.train.seed)
     use_lora = spec.model.lora is not None
     actor_model = load_causal_lm(model_dir, "float32", "cpu")
+    if spec.train.gradient_checkpointing:
+        enable_gradient_checkpointing(actor_model)
     if use_lora:
         actor_model = lora_mod.wrap(actor_model, spec.model.lora)
     ref = None
@@ -137,7 +146,10 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     actor = _initialize(actor_model, plan.deepspeed, world_size)
     critic = None
     if plan.critic_deepspeed is not None:
-        critic = _initialize(load_value_model(model_dir, spec.model.lora), plan.critic_deepspeed, world_size)
+        critic_model = load_value_model(model_dir, spec.model.lora)
+        if spec.train.gradient_checkpointing:
+            enable_gradient_checkpointing(critic_model)
+        critic = _initialize(critic_model, plan.critic_deepspeed, world_size)
     if use_lora and plan.needs_reference:
         ref = actor.module
     return Engines(actor, critic, ref, use_lora and plan.needs_reference, use_lora)

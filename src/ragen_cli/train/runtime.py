@@ -87,7 +87,6 @@ class Run:
 
 def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
-    from ragen_cli.compile.launch import lora_sync_mode
     from ragen_cli.device import with_precision
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_tokenizer
@@ -104,7 +103,8 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
     policy = engines.actor.module
     backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
-                           lora_adapters=lora_sync_mode(spec, plan.device) == "adapter", engine_args=plan.vllm)
+                           lora_adapters=plan.lora_sync == "adapter", engine_args=plan.vllm,
+                           weight_sync=plan.weight_sync)
     run = Run(spec, plan, rundir, model_dir, engines, backend, load_tokenizer(model_dir), rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     if resume:

@@ -90,17 +90,15 @@ def push_weights(run, tag: str) -> float:
     the adapter (`rollout.lora_sync` adapter) or the adapter folded into full weights (merged);
     returns the seconds it took. Nothing to push when the HF backend generates with the
     trainer's own module."""
-    from ragen_cli.compile.launch import lora_sync_mode
-
     start = time.perf_counter()
     module = run.engines.actor.module
-    if getattr(run.backend, "model", None) is module:
+    if not run.backend.needs_sync:  # HF generate with the trainer's own module
         return 0.0
-    if run.engines.lora and lora_sync_mode(run.spec, run.plan.device) == "merged":
+    if run.plan.lora_sync == "merged":
         from ragen_cli.train.lora import merged_state_dict
 
         run.backend.sync(merged_state_dict(module))
-    elif run.engines.lora:
+    elif run.plan.lora_sync == "adapter":
         adapter = run.scratch / f"adapter-{tag}"
         module.save_pretrained(str(adapter), safe_serialization=True)
         run.backend.sync(adapter)

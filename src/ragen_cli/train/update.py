@@ -55,7 +55,9 @@ def _passes(spec) -> int:
 def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec,
                  is_cap: float | None = None) -> tuple[torch.Tensor, dict]:
     a = spec.algorithm
-    logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=spec.train.share_prefix)
+    # gradient checkpointing turns the KV cache off in training mode, so no shared prompt pass
+    share = spec.train.share_prefix and not spec.train.gradient_checkpointing
+    logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=share)
     T = logp.shape[1]
     old = logp.detach() if old_logp is None else old_logp[rows, :T]  # None: single pass (stages.single_pass)
     weights, is_stats = None, {}
