@@ -84,17 +84,6 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     vllm.sync(model.state_dict())
     res["full_restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
     res["full_restored_greedy_equal"] = [t.input_ids for t in greedy(vllm, tok)] == [t.input_ids for t in h]
-    # 3b. the same push handed over as tensors (weight_sync "tensors", the CUDA path, where the
-    # engine runs in-process; here the tensors cross vLLM's RPC to the engine process)
-    vllm.weight_sync = "tensors"
-    model.load_state_dict(perturbed(model, 2, 0.05))
-    res["tensors_stale_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-    vllm.sync(model.state_dict())
-    res["tensors_synced_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-    model.load_state_dict(original)
-    vllm.sync(model.state_dict())
-    res["tensors_restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-    vllm.weight_sync = "file"
     # 4. LoRA: two adapter versions in turn, each served after its sync
     for version in (1, 2):
         peft_model = lora_adapter(model, f"{work}/adapter-{version}", seed=version)

@@ -70,6 +70,9 @@ class VLLMBackend:
         self._lora_version = 0
         if weight_sync not in ("file", "tensors"):
             raise ValueError(f"weight_sync must be file or tensors, got {weight_sync!r}")
+        if weight_sync == "tensors" and os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") != "0":
+            raise ValueError("weight_sync tensors hands the worker the trainer's tensors, which needs the engine in "
+                             "this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which the Plan sets on CUDA)")
         self.weight_sync = weight_sync
         from ragen_cli.rollout.reaper import start_reaper
 

@@ -1,0 +1,49 @@
+"""Subprocess script for tests/test_rollout_vllm.py: a vLLM engine in this process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0, as the Plan runs it on CUDA) takes full weights as tensors
+(rollout weight_sync "tensors"); prints one JSON line.
+
+    VLLM_ENABLE_V1_MULTIPROCESSING=0 python tests/rollout_vllm_inproc_probe.py MODEL_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def main(model_dir: str) -> dict:
+    from rollout_vllm_probe import perturbed
+
+    from ragen_cli.models.load import load_causal_lm, load_tokenizer
+    from ragen_cli.rollout.backend import parity_gap
+    from ragen_cli.rollout.hf_backend import HFBackend
+    from ragen_cli.rollout.vllm_backend import VLLMBackend
+
+    tok = load_tokenizer(model_dir)
+    model = load_causal_lm(model_dir, "float32")
+    hf = HFBackend(model, tok)
+    vllm = VLLMBackend(model_dir, "float32", max_model_len=1024, seed=0, kv_cache_gib=1, weight_sync="tensors")
+    try:
+        from vllm.v1.engine.core_client import InprocClient
+
+        probe = tok.encode("Push the box onto the target: the box is at (2, 3), you stand at (1, 3), the target at (4, 3).")
+        res = {"in_process": isinstance(vllm.llm.llm_engine.engine_core, InprocClient)}
+        original = {k: t.clone() for k, t in model.state_dict().items()}
+        model.load_state_dict(perturbed(model, 1, 0.05))
+        res["stale_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+        vllm.sync(model.state_dict())
+        res["synced_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+        model.load_state_dict(original)
+        vllm.sync(model.state_dict())
+        res["restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+        return res
+    finally:
+        vllm.close()
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(sys.argv[1])), flush=True)
+    os._exit(0)  # as rollout_vllm_probe.py: skip interpreter teardown once the result is out
