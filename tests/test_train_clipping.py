@@ -48,5 +48,5 @@ def test_both_presets_default_to_four_mini_batches():
     from ragen_cli.spec.loader import load_spec
 
     for preset in ("starpo", "starpo-s"):
-        assert load_spec("specs/bandit.yaml", [f"algorithm.preset={preset}"]).algorithm.mini_batches == 4
-    assert load_spec("specs/bandit.yaml", ["algorithm.preset=null"]).algorithm.mini_batches == 1
+        assert load_spec("specs/sokoban.yaml", [f"algorithm.preset={preset}"]).algorithm.mini_batches == 4
+    assert load_spec("specs/sokoban.yaml", ["algorithm.preset=null"]).algorithm.mini_batches == 1
