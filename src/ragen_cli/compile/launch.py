@@ -123,17 +123,22 @@ def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
                          lora_rank=spec.model.lora.rank if adapter else None, sleep=vllm_sleeps(spec, device))
 
 
+def vllm_cpu_env(kv_cache_gib: int, cpu_count: int, world: int = 1) -> dict[str, str]:
+    """vLLM-on-CPU settings (FEASIBILITY.md): a KV cache size, no core reserved, and with one
+    process its OpenMP threads bound to every core (by default vLLM reserves one); several
+    ranks on one machine would fight over the same cores, so they leave placement to the OS."""
+    bind = (f"0-{cpu_count - 1}" if cpu_count > 1 else "0") if world == 1 else "nobind"
+    return {"VLLM_CPU_KVCACHE_SPACE": str(kv_cache_gib), "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+            "VLLM_CPU_OMP_THREADS_BIND": bind}
+
+
 def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
     """Environment variables every process of the run needs (set before importing torch)."""
-    world = spec.deepspeed.nodes * spec.deepspeed.procs_per_node
+    world = spec.deepspeed.world
     env: dict[str, str] = {}
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(spec.rollout.vllm_kv_cache_gib)
-        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
-        # One process: bind vLLM's OpenMP threads to every core (by default it reserves one).
-        # Several ranks on one machine would fight over the same cores: leave placement to the OS.
-        env["VLLM_CPU_OMP_THREADS_BIND"] = (f"0-{cpu_count - 1}" if cpu_count > 1 else "0") if world == 1 else "nobind"
+        env.update(vllm_cpu_env(spec.rollout.vllm_kv_cache_gib, cpu_count, world))
     if device == "cuda" and spec.rollout.backend != "hf":
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weight_sync_mode "tensors"
     if world == 1:
@@ -147,7 +152,7 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
 
 def launch_command(spec: RunSpec) -> Launch:
     ds = spec.deepspeed
-    if ds.nodes * ds.procs_per_node == 1:
+    if ds.world == 1:
         return Launch("in-process", ())
     argv = ["deepspeed", "--num_nodes", str(ds.nodes), "--num_gpus", str(ds.procs_per_node)]
     if ds.hostfile:

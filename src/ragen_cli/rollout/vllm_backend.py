@@ -28,11 +28,12 @@ from ragen_cli.rollout.types import Sample
 
 
 def cpu_env_defaults(kv_cache_gib: int) -> None:
-    """vLLM-on-CPU settings (FEASIBILITY.md): use every core, none reserved, a KV cache size.
-    Values already set in the environment win."""
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{max(0, (os.cpu_count() or 1) - 1)}")
-    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+    """vLLM-on-CPU settings for a backend built without a Plan's environment (eval, benches):
+    `compile.launch.vllm_cpu_env` for one process; values already set in the environment win."""
+    from ragen_cli.compile.launch import vllm_cpu_env
+
+    for key, value in vllm_cpu_env(kv_cache_gib, os.cpu_count() or 1).items():
+        os.environ.setdefault(key, value)
     # vLLM kills its engine when one model step takes over 300 s; on a busy 2-core machine a
     # long prefill can (seen: EngineDeadError mid-run while other jobs shared the cores).
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")

@@ -23,7 +23,7 @@ def check_sizes(spec: RunSpec) -> Found:
     return size_problems(
         groups=env.groups,
         group_size=env.group_size,
-        world=ds.nodes * ds.procs_per_node,
+        world=ds.world,
         micro_batch=spec.train.micro_batch,
         mini_batch=spec.train.mini_batch,
         mini_batches=spec.algorithm.mini_batches,

@@ -46,7 +46,7 @@ def summary(loaded: LoadedSpec) -> str:
     env, f = s.env.train, s.algorithm.filter
     fixed = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value, f.include_zero)
     kept = "up to " + str(env.groups * env.group_size) if fixed is None else fixed * env.group_size
-    world = s.deepspeed.nodes * s.deepspeed.procs_per_node
+    world = s.deepspeed.world
     return (
         f"{loaded.source}: ok. Run '{s.name}': model {s.model.name}{' + LoRA' if s.model.lora else ''}, "
         f"env {env.name}, {env.groups}x{env.group_size} trajectories per step ({kept} kept), "

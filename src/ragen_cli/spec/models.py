@@ -250,6 +250,11 @@ class DeepSpeedSpec(Section):
     )
     master_port: int = Field(29500, ge=1024, le=65535, description="Rendezvous port of rank 0 for multi-process jobs.")
 
+    @property
+    def world(self) -> int:
+        """Processes in the job: nodes x procs_per_node (the one definition every module reads)."""
+        return self.nodes * self.procs_per_node
+
 
 class CheckpointSpec(Section):
     every: int = Field(50, ge=0, description="Save every this many steps (and at the end); 0 saves only at the end.")

@@ -28,7 +28,7 @@ from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
-from ragen_cli.train.update import actor_update, critic_update
+from ragen_cli.train.update import actor_update, critic_update, passes
 from ragen_cli.train.validate import should_validate
 
 
@@ -93,7 +93,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
     metrics.update({
         "timing/update_s": update_s,
-        "perf/update_tokens_per_s": batch.tokens * stages.passes(spec) / max(update_s, 1e-9),
+        "perf/update_tokens_per_s": batch.tokens * passes(spec) / max(update_s, 1e-9),
         "timing/step_s": time.perf_counter() - t_step,
     })
     return metrics

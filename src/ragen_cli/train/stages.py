@@ -55,6 +55,8 @@ def single_pass(spec, rows: int, mini_rows: int) -> bool:
     = 1, one mini-batch): every forward of the update then runs on the weights the old
     log-probs would be computed with, so its own detached log-probs are the old ones (ratio
     exactly 1) and the separate scoring pass is skipped."""
+    from ragen_cli.train.update import passes
+
     return passes(spec) == 1 and mini_rows >= rows
 
 
@@ -268,11 +270,6 @@ def rank_mean(run, stats: dict[str, float]) -> dict[str, float]:
     torch.distributed.all_gather_object(parts, stats)
     keys = {k for part in parts for k in part}
     return {k: sum(p[k] for p in parts if k in p) / sum(k in p for p in parts) for k in sorted(keys)}
-
-
-def passes(spec) -> int:
-    """Passes over the kept batch per step: online_k updates x ppo_epochs."""
-    return spec.algorithm.online_k * spec.algorithm.ppo_epochs
 
 
 def sample_records(trajs, k: int) -> list[dict]:

@@ -47,7 +47,7 @@ class Averager:
         return {k: self.total[k] / self.weight[k] for k in self.total if self.weight[k] > 0}
 
 
-def _passes(spec) -> int:
+def passes(spec) -> int:
     """online_k updates of ppo_epochs passes each, all against the same old log-probs."""
     return spec.algorithm.online_k * spec.algorithm.ppo_epochs
 
@@ -128,7 +128,7 @@ def _optimise(engine, batch: Batch, spec, mini_rows: int, micro_loss, lr_scale: 
     accumulated over micro-batches, each micro loss weighted by its share of the mini-batch."""
     stats, norms = Averager(), []
     engine.train()
-    for _ in range(_passes(spec)):
+    for _ in range(passes(spec)):
         for mini in micro_slices(len(batch), mini_rows):
             mini_mask = batch.mask[mini]
             for rel in micro_slices(len(mini), spec.train.micro_batch):
