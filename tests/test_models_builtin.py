@@ -170,3 +170,22 @@ def test_train_with_an_uncached_hub_model_offline_is_exit_2_before_anything_star
     assert out.returncode == 2, out.stderr
     assert "HF_HUB_OFFLINE is set" in out.stderr and "huggingface-cli download acme/not-cached" in out.stderr
     assert "Traceback" not in out.stderr and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+def test_tokenizer_extraction_does_not_depend_on_hf_hub_offline(tmp_path):
+    # transformers records how a tokenizer was loaded (local_files_only follows HF_HUB_OFFLINE);
+    # the extraction drops it, so caches made with and without the variable are identical
+    import os
+    import subprocess
+    import sys
+
+    code = "import sys; from pathlib import Path; from ragen_cli.models.convert import _extract_tokenizer; " \
+           "p = Path(sys.argv[1]); p.mkdir(); _extract_tokenizer(p)"
+    for name, offline in (("on", "1"), ("off", None)):
+        env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+        if offline:
+            env["HF_HUB_OFFLINE"] = offline
+        subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True, env=env, timeout=300)
+    on, off = tmp_path / "on" / "tokenizer_config.json", tmp_path / "off" / "tokenizer_config.json"
+    assert on.read_bytes() == off.read_bytes() and b"local_files_only" not in on.read_bytes()

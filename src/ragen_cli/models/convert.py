@@ -69,6 +69,18 @@ def _extract_tokenizer(out: Path) -> None:
     if not tok.chat_template:
         raise ModelError(f"the tokenizer in {gguf} has no chat template")
     tok.save_pretrained(str(out))
+    _drop_load_options(out / "tokenizer_config.json")
+
+
+def _drop_load_options(path: Path) -> None:
+    """transformers writes how the tokenizer was loaded into its config (`local_files_only`,
+    true under HF_HUB_OFFLINE=1, false otherwise): a load-time option, not part of the tokenizer.
+    Dropped, so an extraction is byte-identical whatever the environment."""
+    import json
+
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.pop("local_files_only", None)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def _build_smollm2(out: Path, dtype: torch.dtype) -> None:
