@@ -15,10 +15,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 
 def main(model_dir: str) -> dict:
-    from rollout_vllm_probe import perturbed
+    from rollout_vllm_probe import sync_round_trip
 
     from ragen_cli.models.load import load_causal_lm, load_tokenizer
-    from ragen_cli.rollout.backend import parity_gap
     from ragen_cli.rollout.hf_backend import HFBackend
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
@@ -31,14 +30,7 @@ def main(model_dir: str) -> dict:
 
         probe = tok.encode("Push the box onto the target: the box is at (2, 3), you stand at (1, 3), the target at (4, 3).")
         res = {"in_process": isinstance(vllm.llm.llm_engine.engine_core, InprocClient)}
-        original = {k: t.clone() for k, t in model.state_dict().items()}
-        model.load_state_dict(perturbed(model, 1, 0.05))
-        res["stale_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-        vllm.sync(model.state_dict())
-        res["synced_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-        model.load_state_dict(original)
-        vllm.sync(model.state_dict())
-        res["restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+        res["stale_gap"], res["synced_gap"], res["restored_gap"] = sync_round_trip(model, hf, vllm, probe, 1)
         return res
     finally:
         vllm.close()

@@ -38,6 +38,21 @@ def lora_adapter(base, path, seed: int):
     return peft_model
 
 
+def sync_round_trip(model, hf, vllm, probe, seed: int) -> tuple[float, float, float]:
+    """Perturb the trainer's weights (stale gap), push them (synced gap), restore and push the
+    originals back (restored gap): three trainer-engine gaps on `probe`."""
+    from ragen_cli.rollout.backend import parity_gap
+
+    original = {k: t.clone() for k, t in model.state_dict().items()}
+    model.load_state_dict(perturbed(model, seed, 0.05))
+    stale = parity_gap(hf.score(probe), vllm.score(probe))
+    vllm.sync(model.state_dict())
+    synced = parity_gap(hf.score(probe), vllm.score(probe))
+    model.load_state_dict(original)
+    vllm.sync(model.state_dict())
+    return stale, synced, parity_gap(hf.score(probe), vllm.score(probe))
+
+
 def main(model_dir: str, work: str) -> dict:
     from ragen_cli.models.load import load_causal_lm, load_tokenizer
     from ragen_cli.rollout.hf_backend import HFBackend
@@ -75,14 +90,7 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     first, again = vllm.generate(long, **kw), vllm.generate(long, **kw)
     res["long_seeded_reproducible"] = [[x.token_ids for x in g] for g in first] == [[x.token_ids for x in g] for g in again]
     # 3. full-weight sync: stale before, equal after; pushing the old weights back restores
-    original = {k: t.clone() for k, t in model.state_dict().items()}
-    model.load_state_dict(perturbed(model, 1, 0.05))
-    res["full_stale_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-    vllm.sync(model.state_dict())
-    res["full_synced_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
-    model.load_state_dict(original)
-    vllm.sync(model.state_dict())
-    res["full_restored_gap"] = parity_gap(hf.score(probe), vllm.score(probe))
+    res["full_stale_gap"], res["full_synced_gap"], res["full_restored_gap"] = sync_round_trip(model, hf, vllm, probe, 1)
     res["full_restored_greedy_equal"] = [t.input_ids for t in greedy(vllm, tok)] == [t.input_ids for t in h]
     # 4. LoRA: two adapter versions in turn, each served after its sync
     for version in (1, 2):

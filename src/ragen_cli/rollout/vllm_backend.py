@@ -152,7 +152,7 @@ class VLLMBackend:
                    for name, t in state_dict.items() if not (self.tied and name == "lm_head.weight")}
         if not tensors:
             raise ValueError("sync got an empty state dict")
-        if self.weight_sync == "tensors":  # the worker in this process (CUDA): by reference
+        if keep:  # the worker in this process (CUDA): by reference
             loaded = self.llm.collective_rpc("ragen_load_tensors", args=(tensors,))
         else:
             loaded = self._sync_file(tensors)
