@@ -23,7 +23,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_two(tmp_path: Path, name: str, extra: list[str]) -> subprocess.CompletedProcess:
+def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC) -> subprocess.CompletedProcess:
     """`ragen train` of tiny-random on 2 CPU processes: 2 groups x 2 rollouts, all kept, micro 1
     (each rank trains 2 rows per step), plus `extra` --set values."""
     sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
@@ -32,7 +32,7 @@ def train_two(tmp_path: Path, name: str, extra: list[str]) -> subprocess.Complet
             "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}", "env.val.every=0",
             "checkpoint.every=0", f"output.dir={tmp_path}", f"name={name}", *extra]
     ragen = Path(sys.executable).parent / "ragen"
-    args = [str(ragen), "train", str(SPEC)] + [x for s in sets for x in ("--set", s)]
+    args = [str(ragen), "train", str(spec)] + [x for s in sets for x in ("--set", s)]
     env = {**os.environ, "RAGEN_DS_SHM_COMM": "0"}  # gloo all-reduce: no C++ build in the test
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
 
@@ -50,6 +50,21 @@ def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
     metrics = [json.loads(line) for line in (tmp_path / "mp" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2] and metrics[-1]["actor/grad_norm"] > 0
     assert (tmp_path / "mp" / "checkpoints" / "step-2" / "model" / "config.json").is_file()
+
+
+@pytest.mark.slow
+def test_two_processes_stay_identical_on_per_turn_rows(tmp_path, tiny_model_dir):
+    # FrozenLake, 3 turns, a 1-turn window, one row per turn (rollout.update_context window): each
+    # rank trains its share of the step's turn rows (padded to an even count) in lockstep.
+    spec = SPEC.parent / "frozenlake.yaml"
+    proc = train_two(tmp_path, "mpw", ["train.steps=1", "train.lr_actor=1e-3", "rollout.context_window=1",
+                                       "rollout.update_context=window", "algorithm.mini_batches=1"], spec)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(line) for line in (tmp_path / "mpw" / "events.jsonl").read_text().splitlines()]
+    end = events[-1]
+    assert end["kind"] == "end" and end["step"] == 1 and end["rank_checksums"][0] == end["rank_checksums"][1]
+    [metrics] = [json.loads(line) for line in (tmp_path / "mpw" / "metrics.jsonl").read_text().splitlines()]
+    assert metrics["episode/turns"] > 1 and metrics["actor/grad_norm"] > 0
 
 
 @pytest.mark.slow

@@ -194,6 +194,12 @@ class EpisodeContext:
         self.turn_blocks.append(block)
         self.segments.append(Segment(prompt_ids=list(ids)))
 
+    def uncommit_prompt(self) -> None:
+        """Undo the last `commit_prompt` (the turn did not fit the context)."""
+        self.segments.pop()
+        self.turn_blocks.pop()
+        self.messages = self.messages[:-1] if self.segments else []
+
     def commit_reply(self, reply_ids: list[int], reply_text: str) -> list[int]:
         """Record the sampled reply; returns the closing tokens to append (mask 0): none when
         the model sampled the template's end-of-turn token itself."""

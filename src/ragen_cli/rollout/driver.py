@@ -10,13 +10,15 @@ Rules (issue 4, REFERENCE.md section 1):
 1. Per-turn reward = sum of env rewards of the actions run that turn + `format_penalty` when
    the reply does not parse (then no action is run, but the turn counts).
 2. Actions run in order until the episode ends (terminated or the env's action budget).
-3. Before each turn, if the trajectory plus the new prompt tokens plus `max_tokens_per_turn`
-   would exceed `max_context`, the episode ends there (truncated, overflow); it never crashes.
-   The check uses the full trajectory (what the trainer sees), also with a context window.
+3. Before each turn, if the sequence the trainer will read plus `max_tokens_per_turn` would
+   exceed `max_context`, the episode ends there (truncated, overflow); it never crashes. That
+   sequence is the full trajectory, or with `update_context: window` the turn's own prompt.
 4. With `context_window=w`, the sampler sees the first message plus the last w turns, while
-   the trajectory keeps the full history. The recorded `old_logprobs` are then the sampler's
-   (behaviour policy) log-probs under the windowed prompt, so the trainer's first ratio on
-   later turns is pi(a | full history) / mu(a | window): an importance weight, not 1.
+   the trajectory keeps the full history and records each turn's windowed prompt
+   (`turn_prompts`) and reply span (`turn_start`..`turn_end`). With `update_context: full` the
+   trainer reads the full history, so its first ratio on later turns is
+   pi(a | full history) / mu(a | window): an importance weight, not 1. With `window` it trains
+   each turn on the prompt it was sampled from (train/turn_rows.py), so the ratio starts at 1.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class _Episode:
     prev_reward: float | None = None
     example: str = "none"  # rollout.answer_example for this episode's group
     copy: int = 0  # index among its group's N copies
+    prompt: list[int] | None = None  # the sampler's prompt of the open turn
 
 
 def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int, rollout,
@@ -67,8 +70,7 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
         live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
         if not live:
             break
-        prompts = [ep.ctx.window_prompt(rollout.context_window) or ep.traj.input_ids for ep in live]
-        samples = generate_grouped(backend, prompts, rollout, seed=sample_seed * 1009 + turn)
+        samples = generate_grouped(backend, [ep.prompt for ep in live], rollout, seed=sample_seed * 1009 + turn)
         for ep, sample in zip(live, samples):
             _close_turn(ep, sample, rollout, tokenizer)
             ep.done = ep.done or turn == rollout.max_turns
@@ -85,14 +87,19 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
                              rollout.max_actions_per_turn, ep.traj.seed, turn, ep.copy)
     block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
-    if len(ep.traj.input_ids) + len(ids) + rollout.max_tokens_per_turn > max_context:
+    ep.ctx.commit_prompt(block, ep.prev_reward, ids)
+    window = ep.ctx.window_prompt(rollout.context_window)
+    trained = len(window) if window is not None and rollout.update_context == "window" else len(ep.traj.input_ids) + len(ids)
+    if trained + rollout.max_tokens_per_turn > max_context:
+        ep.ctx.uncommit_prompt()
         if not ep.traj.input_ids:  # not even the first prompt fits: keep it, nothing trained
             ep.traj.append(ids, 0)
         ep.done = True
         ep.traj.truncated = ep.traj.overflow = True
         return False
-    ep.ctx.commit_prompt(block, ep.prev_reward, ids)
     ep.traj.append(ids, 0)
+    ep.traj.turn_prompts.append(window)
+    ep.prompt = window if window is not None else list(ep.traj.input_ids)
     return True
 
 
@@ -134,6 +141,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     record.reward = reward
     ep.prev_reward = reward
     traj.turns.append(record)
+    traj.turn_start.append(turn_end + 1 - n)
     traj.turn_end.append(turn_end)
     traj.turn_rewards.append(reward)
 

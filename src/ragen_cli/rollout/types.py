@@ -54,6 +54,9 @@ class Trajectory:
     turn_end: list[int] = field(default_factory=list)  # index of each turn's last sampled token
     turn_rewards: list[float] = field(default_factory=list)  # env reward + format penalty per turn
     answer_mask: list[int] = field(default_factory=list)  # 1 on sampled tokens of the answer (after </think>; no end-of-turn token)
+    turn_start: list[int] = field(default_factory=list)  # index of each turn's first sampled token
+    turn_prompts: list[list[int] | None] = field(default_factory=list)  # the sampler's prompt of each turn when
+    # it was not the trajectory's own prefix (rollout.context_window), else None
     task_reward: float = 0.0  # the env's own reward: no format penalty, no progress shaping
     group: int = 0
     seed: int = 0
@@ -90,6 +93,10 @@ class Trajectory:
             raise ValueError("answer_mask marks a token that was not sampled")
         if len(self.turn_end) != len(self.turn_rewards) or len(self.turns) != len(self.turn_end):
             raise ValueError("turn_end, turn_rewards and turns differ in length")
+        if len(self.turn_start) not in (0, len(self.turn_end)) or len(self.turn_prompts) not in (0, len(self.turn_end)):
+            raise ValueError("turn_start, turn_prompts and turn_end differ in length")
+        if any(not 0 <= s <= e or not all(self.loss_mask[s:e + 1]) for s, e in zip(self.turn_start, self.turn_end)):
+            raise ValueError("a turn's reply span [turn_start, turn_end] is not all sampled tokens")
         if any(not 0 <= i < n or self.loss_mask[i] != 1 for i in self.turn_end):
             raise ValueError("a turn_end index is outside the sequence or not a sampled token")
 

@@ -49,14 +49,20 @@ def check_schedule(spec: RunSpec) -> Found:
 
 
 def check_context(spec: RunSpec) -> Found:
-    """max_turns x max_tokens_per_turn + prompt_allowance must fit model.max_context."""
+    """The turns the trainer reads at once (max_turns, or context_window with update_context
+    window) x max_tokens_per_turn + prompt_allowance must fit model.max_context; a per-turn
+    update needs a window to train on."""
     r = spec.rollout
-    need = r.max_turns * r.max_tokens_per_turn + r.prompt_allowance
+    if r.update_context == "window" and r.context_window is None:
+        return [("rollout.update_context", "window trains each turn on the windowed prompt it was sampled from; "
+                 "set rollout.context_window (1: the current turn only, RAGEN-2's single_turn)")]
+    turns = min(r.max_turns, r.context_window) if r.update_context == "window" else r.max_turns
+    need = turns * r.max_tokens_per_turn + r.prompt_allowance
     if need <= spec.model.max_context:
         return []
     return [(
         "rollout.max_tokens_per_turn",
-        f"{r.max_turns} turns x {r.max_tokens_per_turn} tokens + {r.prompt_allowance} prompt allowance = "
+        f"{turns} turns x {r.max_tokens_per_turn} tokens + {r.prompt_allowance} prompt allowance = "
         f"{need} tokens, more than model.max_context {spec.model.max_context}",
     )]
 

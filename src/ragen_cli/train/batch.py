@@ -29,6 +29,7 @@ class Batch:
     turn_rewards: list[list[float]]
     group: list[int]
     answer_mask: torch.Tensor | None = None  # [B, T] float: 1 where token j+1 is an answer token
+    prefix_group: list[int] | None = None  # rows that may share a prompt prefix (default: `group`)
 
     def __len__(self) -> int:
         return self.input_ids.shape[0]
@@ -42,6 +43,7 @@ class Batch:
             self.sample_logp[idx, : T1 - 1], [self.turn_end[i] for i in idx.tolist()],
             [self.turn_rewards[i] for i in idx.tolist()], [self.group[i] for i in idx.tolist()],
             None if self.answer_mask is None else self.answer_mask[idx, : T1 - 1],
+            None if self.prefix_group is None else [self.prefix_group[i] for i in idx.tolist()],
         )
 
     @property
@@ -50,8 +52,9 @@ class Batch:
         return int(self.attention_mask.sum().item())
 
 
-def collate(trajs) -> Batch:
-    """Pad `Trajectory` objects (rollout/types.py) into one `Batch`."""
+def collate(trajs, prefix_group: list[int] | None = None) -> Batch:
+    """Pad `Trajectory` objects (rollout/types.py) into one `Batch`; `prefix_group` as in
+    `Batch` (per-turn rows, train/turn_rows.py, key rows by group and turn)."""
     if not trajs:
         raise ValueError("cannot collate an empty list of trajectories")
     L = max(len(t.input_ids) for t in trajs)
@@ -70,7 +73,8 @@ def collate(trajs) -> Batch:
         if len(t.answer_mask) == n:
             answer[b, :n] = torch.tensor(t.answer_mask, dtype=torch.float32)
     return Batch(ids, attn, mask[:, 1:], logp[:, 1:], [[e - 1 for e in t.turn_end] for t in trajs],
-                 [list(t.turn_rewards) for t in trajs], [t.group for t in trajs], answer[:, 1:])
+                 [list(t.turn_rewards) for t in trajs], [t.group for t in trajs], answer[:, 1:],
+                 None if prefix_group is None else list(prefix_group))
 
 
 def micro_slices(n: int, micro: int) -> list[list[int]]:
@@ -92,13 +96,14 @@ MIN_SHARED_PREFIX = 16
 def shared_prefixes(mb: Batch) -> list[tuple[list[int], int]]:
     """Rows of `mb` that can share one prompt pass, with the length of the prefix they share.
 
-    Rows of one group (same initial state) start with the same prompt. The shared prefix of a
+    Rows of one group (same initial state; with per-turn rows, same group and turn:
+    `prefix_group`) start with the same prompt. The shared prefix of a
     set of rows is their longest common token prefix, cut before the first position whose
     logits any of them needs (the shifted column of their first sampled token), so every
     trained log-prob comes from the second pass. Sets of one row, or with a prefix shorter than
     MIN_SHARED_PREFIX, get length 0 (a plain forward). Returned in first-row order."""
     by_group: dict[int, list[int]] = {}
-    for r, g in enumerate(mb.group):
+    for r, g in enumerate(mb.prefix_group if mb.prefix_group is not None else mb.group):
         by_group.setdefault(g, []).append(r)
     out = []
     for rows in by_group.values():

@@ -60,13 +60,16 @@ def train_step(run: Run, step: int) -> dict[str, float]:
         metrics["timing/step_s"] = time.perf_counter() - t_step
         return metrics
     t_update = time.perf_counter()
-    # 3. old log-probs (none needed for a single-pass update), values and reference log-probs
-    batch = collate(kept)
+    # 3. old log-probs (none needed for a single-pass update), values and reference log-probs,
+    # on the whole episodes or (rollout.update_context: window) one row per turn as sampled
+    episodes = collate(kept)
+    batch, rowmap = stages.update_rows(spec, kept, episodes, run.world)
     mine = list(range(run.rank, len(batch), run.world))
     mini_rows = mini_batch_rows(len(batch), run.world, spec.train.mini_batch, a.mini_batches)
     old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
-    # 4. token rewards and advantages (GAE with the critic, GRPO or REINFORCE-LOO)
-    adv, returns = stages.advantages(spec, batch, old["values"])
+    # 4. token rewards and advantages on the whole episodes (GAE with the critic, GRPO or
+    # REINFORCE-LOO), on the update's rows
+    adv, returns = stages.advantages(spec, episodes, old["values"], rowmap)
     # 5. updates on this process's share of the kept rows (first: the engine-trainer gap
     # with the weights both hold, the floor the sync's parity probe is judged against)
     noise = stages.parity_noise(run, batch)

@@ -9,8 +9,9 @@ import torch
 
 from ragen_cli.algos.advantages import ADVANTAGES, AdvantageInputs
 from ragen_cli.algos.losses import explained_variance
-from ragen_cli.train.batch import Batch, score
+from ragen_cli.train.batch import Batch, collate, score
 from ragen_cli.train.engine import ref_context
+from ragen_cli.train.turn_rows import RowMap, turn_rows
 from ragen_cli.train.validate import chose_high_ev_share
 
 
@@ -75,12 +76,28 @@ def old_scores(run, batch: Batch, need_old_logp: bool = True) -> dict[str, torch
     return out
 
 
-def advantages(spec, batch: Batch, values) -> tuple[torch.Tensor, torch.Tensor]:
-    """(adv, returns) [B,T] by the spec's estimator (algos.advantages.ADVANTAGES)."""
+def update_rows(spec, kept, episodes: Batch, world: int) -> tuple[Batch, RowMap | None]:
+    """The batch the update trains on, and how its rows map onto the episodes: the episodes
+    themselves (`rollout.update_context: full`; map None), or one row per turn holding exactly
+    the prompt that turn was sampled from (`window`; train/turn_rows.py), padded with empty rows
+    to a multiple of the process count."""
+    if spec.rollout.update_context == "full":
+        return episodes, None
+    rows, keys, rowmap = turn_rows(kept, pad_to=world)
+    return collate(rows, prefix_group=keys), rowmap
+
+
+def advantages(spec, episodes: Batch, values, rowmap: RowMap | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(adv, returns) by the spec's estimator (algos.advantages.ADVANTAGES), computed on the
+    whole episodes; with per-turn rows (`rowmap`, from `update_rows`) the critic's `values` come
+    on the rows' grid and the results go back to it."""
     a = spec.algorithm
-    inp = AdvantageInputs.from_turns(batch.turn_end, batch.turn_rewards, batch.group, batch.mask,
+    if rowmap is not None and values is not None:
+        values = rowmap.to_full(values)
+    inp = AdvantageInputs.from_turns(episodes.turn_end, episodes.turn_rewards, episodes.group, episodes.mask,
                                      values=values, turn_level=a.turn_rewards)
-    return ADVANTAGES[a.adv_estimator](inp, a)
+    adv, returns = ADVANTAGES[a.adv_estimator](inp, a)
+    return (adv, returns) if rowmap is None else (rowmap.to_rows(adv), rowmap.to_rows(returns))
 
 
 def critic_stats(values, returns, mask) -> dict[str, float]:
