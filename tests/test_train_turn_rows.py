@@ -64,7 +64,7 @@ def test_advantages_come_from_the_episode_and_land_on_its_turn_rows():
                                    "algorithm": {"adv_estimator": "grpo", "grpo_norm_std": False}})
     kept = [two_turn(0, [10, 99, 13, 14], (0.5, 1.0)), two_turn(0, [10, 98, 13, 14], (0.0, 0.0))]
     episodes = collate(kept)
-    batch, rowmap = stages.update_rows(spec, kept, episodes, world=1)
+    batch, rowmap = stages.update_rows(True, kept, episodes, world=1)
     adv, _ = stages.advantages(spec, episodes, None, rowmap)
     expect = torch.zeros(4, 4)  # rows a1, b1 (5 tokens -> 4 columns), a2, b2 (5 tokens)
     expect[0, 2:4], expect[1, 2:4], expect[2, 3], expect[3, 3] = 0.75, -0.75, 0.75, -0.75
@@ -213,3 +213,20 @@ def test_window_update_trains_and_resumes_exactly(tmp_path):
         assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), part
     step2 = "trajectories/step-2.jsonl"
     assert (tmp_path / "a" / step2).read_text() == (tmp_path / "b" / step2).read_text()
+
+
+def test_the_plan_says_when_the_update_trains_turn_rows():
+    from rich.console import Console
+
+    from ragen_cli.compile.plan import Plan, compile_plan
+    from ragen_cli.compile.render import sizes_table
+    from ragen_cli.spec.loader import load_spec
+
+    specs = FL_SPEC.parent
+    webshop = compile_plan(load_spec(specs / "webshop.yaml", []), device="cpu")
+    bandit = compile_plan(load_spec(specs / "bandit.yaml", []), device="cpu")
+    assert webshop.turn_rows and not bandit.turn_rows
+    assert Plan.from_json(webshop.to_json()).turn_rows  # plan.json keeps it (resume reads it)
+    console = Console(width=200, record=True)
+    console.print(sizes_table(webshop))
+    assert "one per turn" in console.export_text()

@@ -42,6 +42,7 @@ class Plan:
     vllm_sleep: bool = False
     lora_sync: str | None = None  # "merged" | "adapter" with LoRA (rollout.lora_sync resolved), else None
     weight_sync: str = "file"  # "file" | "tensors": how full weights reach vLLM (launch.weight_sync_mode)
+    turn_rows: bool = False  # rollout.update_context window: the update trains one row per turn, as sampled
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -102,6 +103,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         vllm_sleep=vllm_sleeps(spec, device),
         lora_sync=lora_sync_mode(spec, device),
         weight_sync=weight_sync_mode(device),
+        turn_rows=spec.rollout.update_context == "window",
     )
 
 

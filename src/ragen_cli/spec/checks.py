@@ -199,7 +199,9 @@ RULES = (
     "algorithm.filter: top_k reads keep_ratio and no value; top_k_abs needs a whole number value; top_p and min_p "
     "a value in (0, 1].",
     "train.warmup_steps is at most the run's optimizer steps (steps x optimizer steps per step).",
-    "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context.",
+    "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context; with rollout.update_context "
+    "window, min(max_turns, context_window) turns instead, and context_window must be set. These batch rules count "
+    "trajectories; with update_context window the update trains per-turn rows, padded to a multiple of the world size.",
     "bi_level_gae needs turn_rewards: true and adv_estimator: gae; turn_rewards works with gae and grpo, not reinforce.",
     "offload: cpu needs zero_stage 1-3 and a CUDA device; fp16 does not train on device: cpu. "
     "LoRA is allowed at every ZeRO stage.",

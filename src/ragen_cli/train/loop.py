@@ -63,7 +63,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 3. old log-probs (none needed for a single-pass update), values and reference log-probs,
     # on the whole episodes or (rollout.update_context: window) one row per turn as sampled
     episodes = collate(kept)
-    batch, rowmap = stages.update_rows(spec, kept, episodes, run.world)
+    batch, rowmap = stages.update_rows(run.plan.turn_rows, kept, episodes, run.world)
     mine = list(range(run.rank, len(batch), run.world))
     mini_rows = mini_batch_rows(len(batch), run.world, spec.train.mini_batch, a.mini_batches)
     old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))

@@ -76,12 +76,12 @@ def old_scores(run, batch: Batch, need_old_logp: bool = True) -> dict[str, torch
     return out
 
 
-def update_rows(spec, kept, episodes: Batch, world: int) -> tuple[Batch, RowMap | None]:
+def update_rows(turn_rows_on: bool, kept, episodes: Batch, world: int) -> tuple[Batch, RowMap | None]:
     """The batch the update trains on, and how its rows map onto the episodes: the episodes
-    themselves (`rollout.update_context: full`; map None), or one row per turn holding exactly
-    the prompt that turn was sampled from (`window`; train/turn_rows.py), padded with empty rows
-    to a multiple of the process count."""
-    if spec.rollout.update_context == "full":
+    themselves (`rollout.update_context: full`; map None), or with `turn_rows_on` (`window`;
+    `Plan.turn_rows`) one row per turn holding exactly the prompt that turn was sampled from
+    (train/turn_rows.py), padded with empty rows to a multiple of the process count."""
+    if not turn_rows_on:
         return episodes, None
     rows, keys, rowmap = turn_rows(kept, pad_to=world)
     return collate(rows, prefix_group=keys), rowmap
