@@ -108,7 +108,7 @@ def label(run: Path) -> dict:
 
 
 SWEEP = {"warmup_steps": (3, 5), "smooth": (2, 3), "entropy_warn": (0.5, 0.7), "distinct_warn": (0.5, 0.7),
-         "std_warn": (0.3, 0.5), "mi_progress_min": (0.02, 0.1)}
+         "std_warn": (0.3, 0.5), "mi_progress_min": (0.02, 0.1), "joint_warn": (1.0, 0.8)}
 
 
 def sweep(labels: list[dict]) -> None:

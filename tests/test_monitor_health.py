@@ -201,3 +201,17 @@ def test_a_stall_without_the_template_signal_is_only_a_warning():
     hist = run(lambda t: 0.2, **{"actor/entropy": lambda t: 1.0 if t < 11 else 0.3})
     lv = levels(hist)
     assert "collapse" not in lv and lv[12] == "warning" and set(lv[:12]) == {"healthy"}
+
+
+def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
+    # Flat success 0.05 (no progress, no failure). From step 11 entropy and distinct bigrams fall
+    # by 12% of their start a step (x_t = start x (1 - 0.12 (t - 10))). Smoothed over 3 steps, both
+    # are at s_t = 1 - 0.12 (t - 11) of their peak from step 12: 0.88 at t = 12, 0.76 at t = 13,
+    # so the joint signal (limit 0.8 for both) fires at step 13; each alone needs 0.5: 0.52 at
+    # t = 15, 0.40 at t = 16. With joint_warn 1 (off) the first warning is step 16.
+    down = lambda start, t: start * (1 - 0.12 * max(0, t - 10))  # noqa: E731
+    hist = run(lambda t: 0.05, **{"actor/entropy": lambda t: down(1.0, t), "diversity/distinct_2": lambda t: down(0.6, t)})
+    lv = levels(hist)
+    assert lv.index("warning") + 1 == 13
+    assert [r.signal for r in assess(hist[:13], CFG).reasons] == ["joint_narrowing"]
+    assert levels(hist, HealthSpec(joint_warn=1.0)).index("warning") + 1 == 16

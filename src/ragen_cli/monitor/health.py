@@ -138,6 +138,23 @@ entropy = _ratio_signal("entropy", ("actor/entropy",), "entropy_warn", "policy e
 distinct = _ratio_signal("distinct_ngrams", ("diversity/distinct_2",), "distinct_warn", "distinct-bigram ratio")
 
 
+def joint_narrowing(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """Entropy and the distinct-bigram ratio both at or below `joint_warn` of their recent peaks:
+    the replies' diversity falling on two independent measures, an earlier sign than either
+    alone at its own limit (chosen on the run corpus: docs/health.md)."""
+    if cfg.joint_warn >= 1.0:
+        return None
+    ratios = []
+    for name in ("actor/entropy", "diversity/distinct_2"):
+        ratio = drop_ratio(series(history, name, cfg.window + cfg.smooth), cfg.window, cfg.smooth)
+        if ratio is None or ratio > cfg.joint_warn:
+            return None
+        ratios.append(ratio)
+    return Reason("joint_narrowing", max(ratios), cfg.joint_warn,
+                  f"entropy and distinct bigrams fell together, to {ratios[0]:.0%} and {ratios[1]:.0%} of their recent "
+                  f"peaks (limit {cfg.joint_warn:.0%} for both)")
+
+
 def template(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """I(X;Z) / H(X) (collapse/mi_norm, RAGEN-2) fell to `mi_warn` of its recent peak, from a
     peak of at least `mi_min_peak`: replies that depended on the state no longer do."""
@@ -184,6 +201,7 @@ NARROWING: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
     "grad_norm": grad_spike,
     "distinct_ngrams": distinct,
     "identical_replies": identical_replies,
+    "joint_narrowing": joint_narrowing,
 }
 SIGNALS = NARROWING  # the names a spec or the TUI may refer to
 

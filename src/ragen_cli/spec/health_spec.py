@@ -28,6 +28,9 @@ class HealthSpec(BaseModel):
     std_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing: in-group std of the task reward at or below this fraction of its recent peak.")
     entropy_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing: policy entropy at or below this fraction of its recent peak.")
     distinct_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing: distinct-bigram ratio at or below this fraction of its recent peak.")
+    joint_warn: float = Field(0.8, gt=0.0, le=1.0, description="Narrowing (early): policy entropy and the distinct-bigram "
+                              "ratio both at or below this fraction of their recent peaks: two measures of reply diversity falling "
+                              "together, before either reaches its own limit. 1 turns it off.")
     identical_warn: float = Field(0.5, gt=0.0, le=1.0, description="Narrowing: share of replies identical to another reply at or above this.")
     mi_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing (template): I(X;Z)/H(X) at or below this fraction of its recent peak.")
     mi_min_peak: float = Field(0.05, ge=0.0, le=1.0, description="The template signal needs a recent I(X;Z)/H(X) peak of at least this (below it the replies never depended on the state).")
