@@ -17,7 +17,9 @@ the trajectories saved each step:
 - none: neither (listed, counted in neither class).
 The detector runs with the current HealthSpec defaults (what a user gets), not the thresholds a
 run was trained with. Lead = labelled onset - first warning (steps); a collapse run is caught
-when the detector says collapse at any step.
+when the detector says collapse at any step. The JSON line also gives the median lead over the
+collapses with a "late" onset, at least warmup_steps + 3 (only those can be led by 3 steps: no
+verdict but healthy comes before step warmup_steps).
 """
 
 from __future__ import annotations
@@ -119,13 +121,13 @@ def sweep(labels: list[dict]) -> None:
     from ragen_cli.spec.health_spec import HealthSpec
 
     keys = list(SWEEP)
-    print(" ".join(keys) + "  false_collapse caught/collapse_runs median_lead warned_learners")
+    print(" ".join(keys) + "  false_collapse caught/collapse_runs median_lead median_lead_late_onset warned_learners")
     for values in itertools.product(*SWEEP.values()):
         cfg = HealthSpec(**dict(zip(keys, values)))
         rows, summary = evaluate(labels, cfg)
         warned = sum(r["first_warning"] is not None for r in rows if r["label"] == "learns")
         print(" ".join(f"{v:g}" for v in values), f" {summary['false_collapse']} {summary['caught']}/"
-              f"{summary['collapse_runs']} {summary['median_lead_steps']} {warned}/{summary['learning_runs']}")
+              f"{summary['collapse_runs']} {summary['median_lead_steps']} {summary['median_lead_late_onset']} {warned}/{summary['learning_runs']}")
 
 
 def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
@@ -142,12 +144,19 @@ def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
     learn = [r for r in rows if r["label"] == "learns"]
     coll = [r for r in rows if r["label"] == "collapse"]
     leads = [r["lead"] for r in coll if r["first_collapse"] is not None and r["lead"] is not None]
+    # a lead of 3 needs a first warning at step onset - 3 >= warmup_steps (the first step a verdict
+    # may be other than healthy): collapses with an earlier onset cannot be led by 3 at all
+    first_verdict = (cfg or HealthSpec()).warmup_steps
+    late = [r["lead"] for r in coll if r["onset"] is not None and r["onset"] - 3 >= first_verdict
+            and r["first_collapse"] is not None and r["lead"] is not None]
     summary = {
         "learning_runs": len(learn),
         "false_collapse": sum(r["first_collapse"] is not None for r in learn),
         "collapse_runs": len(coll),
         "caught": sum(r["first_collapse"] is not None for r in coll),
         "median_lead_steps": statistics.median(leads) if leads else None,
+        "late_onset_runs": len(late),
+        "median_lead_late_onset": statistics.median(late) if late else None,
     }
     return rows, summary
 
