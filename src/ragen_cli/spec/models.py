@@ -102,9 +102,9 @@ class RolloutSpec(Section):
         "full", description="What the update conditions each reply on. full: the episode is one sequence with its "
         "whole history (with a context_window the first ratio of later turns is then pi(a | history) / "
         "mu(a | window), not 1). window: one training row per turn, exactly the windowed prompt the sampler saw plus "
-        "its reply (RAGEN-2's limited_multi_turn; single_turn with context_window 1), so the update's cost stops "
-        "growing with the episode; advantages still come from the whole episode, and train.mini_batch and "
-        "micro_batch then count turn rows. Needs context_window.",
+        "its reply (RAGEN-2's limited_multi_turn; single_turn with context_window 1), so no training row "
+        "grows with the episode (each repeats the system message and instruction); advantages still come from the "
+        "whole episode, and train.mini_batch and micro_batch then count turn rows. Needs context_window.",
     )
     parity_threshold: float = Field(
         0.05, gt=0.0, description="Largest log-prob gap between trainer and rollout engine "
