@@ -42,6 +42,18 @@ def safetensors_state(model_dir: Path) -> dict:
     return state
 
 
+def assert_same_step(a: Path, b: Path, step: int, parts=("model", "critic")) -> None:
+    """Runs a and b hold bit-identical checkpoints (each of `parts`) and trajectories at `step`."""
+    import torch
+
+    for part in parts:
+        wa = safetensors_state(a / "checkpoints" / f"step-{step}" / part)
+        wb = safetensors_state(b / "checkpoints" / f"step-{step}" / part)
+        assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), part
+    traj = f"trajectories/step-{step}.jsonl"
+    assert (a / traj).read_text() == (b / traj).read_text()
+
+
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, tiny_model_dir) -> Path:
     out = tmp_path_factory.mktemp("full") / "full"
@@ -136,15 +148,8 @@ def test_lora_run_saves_adapter_and_export_merges(tmp_path, tiny_model_dir):
 def test_lora_resume_continues_exactly(tmp_path):
     """The LoRA path (adapter-only DeepSpeed state, exclude_frozen_parameters; GAE critic with its
     own adapter) resumes exactly too: 1 + 1 steps give the same adapter as 2 steps."""
-    import torch
-
     lora = ["model.lora={rank: 4, alpha: 8}", "algorithm.adv_estimator=gae"]
     run_tiny(tmp_path / "a", lora + ["train.steps=2"])
     run_tiny(tmp_path / "b", lora + ["train.steps=1"])
     run_tiny(tmp_path / "b", lora + ["train.steps=2"], resume=True)
-    for part in ("model", "critic"):
-        wa = safetensors_state(tmp_path / "a" / "checkpoints" / "step-2" / part)
-        wb = safetensors_state(tmp_path / "b" / "checkpoints" / "step-2" / part)
-        assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), part
-    step2 = "trajectories/step-2.jsonl"
-    assert (tmp_path / "a" / step2).read_text() == (tmp_path / "b" / step2).read_text()
+    assert_same_step(tmp_path / "a", tmp_path / "b", 2)

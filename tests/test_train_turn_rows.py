@@ -195,7 +195,7 @@ def test_window_update_trains_and_resumes_exactly(tmp_path):
     import math
 
     from ragen_cli.monitor.rundir import RunDir
-    from test_train_e2e import safetensors_state
+    from test_train_e2e import assert_same_step
 
     run_window(tmp_path / "a", 2)
     run_window(tmp_path / "b", 1)
@@ -207,12 +207,7 @@ def test_window_update_trains_and_resumes_exactly(tmp_path):
         assert r["episode/turns"] > 1  # several turns per episode, so several rows per episode
     for key in ("actor/policy_loss", "critic/value_loss", "actor/entropy", "actor/grad_norm", "reward/mean"):
         assert ra[-1][key] == rb[-1][key], key
-    for part in ("model", "critic"):
-        wa = safetensors_state(tmp_path / "a" / "checkpoints" / "step-2" / part)
-        wb = safetensors_state(tmp_path / "b" / "checkpoints" / "step-2" / part)
-        assert wa and wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa), part
-    step2 = "trajectories/step-2.jsonl"
-    assert (tmp_path / "a" / step2).read_text() == (tmp_path / "b" / step2).read_text()
+    assert_same_step(tmp_path / "a", tmp_path / "b", 2)
 
 
 def test_the_plan_says_when_the_update_trains_turn_rows():

@@ -99,7 +99,7 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
         return False
     ep.traj.append(ids, 0)
     ep.traj.turn_prompts.append(window)
-    ep.prompt = window if window is not None else list(ep.traj.input_ids)
+    ep.prompt = window if window is not None else ep.traj.input_ids  # read before the reply is appended
     return True
 
 
