@@ -19,7 +19,9 @@ which is also what subtracting the `grid_coord` coordinates and walking the diff
 FrozenLake, the goal's offset with a move into a hole put last; Sokoban, the box's offset from
 the player and then the way the box must go (walk into the box, then push). Each turn it reads
 the sentence again and plays up to `rollout.max_actions_per_turn` of those moves: what a model
-that maps these words to moves, and does nothing else, scores.
+that maps these words to moves, and does nothing else, scores. Any spec works, a custom env's
+too (`--specs my_project/ragen.yaml`, run from the project directory); the last policy only
+for envs with a `move_hint` option.
 """
 
 from __future__ import annotations
@@ -129,6 +131,8 @@ def main() -> None:
             rate = copy_example_rate(env, seeds, spec.rollout, mode)
             print(json.dumps({**head, "policy": f"copy the answer example ({mode})", "success": round(rate, 3)}),
                   flush=True)
+        if not hasattr(env.config, "move_hint"):  # no text derived from the state to read
+            continue
         for pool, label in ((seeds, "on val seeds"), (others, f"on {len(others)} other seeds")):
             rate = reads_words_rate(ref.name, dict(ref.config), pool, spec.rollout)
             print(json.dumps({**head, "policy": f"walk the coordinate difference (the moves move_hint names), {label}",
