@@ -72,7 +72,7 @@ def test_seed0_first_observation_and_scripted_purchase():
     # 600 goals -> train split is goals 120..599; seed 0 -> goal 120
     assert info["goal_index"] == 120
     assert obs == ("WebShop [SEP] Instruction: [SEP] i need fast charging earbuds in midnight blue, and price "
-                   "lower than 180.00 dollars [SEP] Search\nAvailable actions: search[<your query>]")
+                   "lower than 180.00 dollars [SEP] Search\nYou must choose from these actions: search[<your query>].")
     obs, r, term, _, info = env.step("search[vantia noise cancelling sport earbuds]")
     assert "Page 1 (Total results: " in obs and "click[b0ngq0fznu]" in obs and (r, term) == (0.0, False)
     obs, r, term, _, info = env.step("click[B0NGQ0FZNU]")

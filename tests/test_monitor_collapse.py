@@ -134,6 +134,20 @@ def test_cross_matrix_columns_are_prompts(tiny, shared_len):
         assert [row[j] for row in m] == pytest.approx(col, abs=1e-4)
 
 
+def test_pairs_score_under_the_state_prompt_not_the_example():
+    # Groups 0 and 1 show the same state with different answer examples (sampled prompts
+    # [1, 2, 30] and [1, 2, 31]); their state prompts (placeholder for the example) are both
+    # [1, 2, 9]: one column of weight 2, so a reply that copies its example is not "explained"
+    # by its own prompt. Group 2 shows another state ([1, 2, 8]); one without a state prompt
+    # falls back to its sampled prompt.
+    trajs = [_traj([1, 2, 30], [10], 0), _traj([1, 2, 31], [11], 1), _traj([1, 2, 32], [12], 2),
+             _traj([1, 2, 33], [13], 3)]
+    trajs[0].state_prompt, trajs[1].state_prompt, trajs[2].state_prompt = [1, 2, 9], [1, 2, 9], [1, 2, 8]
+    prompts, weights, replies, own = pairs(trajs, 8)
+    assert prompts == [[1, 2, 9], [1, 2, 8], [1, 2, 33]] and weights == [2.0, 1.0, 1.0]
+    assert replies == [[10], [11], [12], [13]] and own == [0, 0, 1, 2]
+
+
 def test_pairs_keeps_a_spread_of_groups():
     trajs = [_traj([1, 2, g], [10 + g], g) for g in range(6)]
     prompts, weights, replies, own = pairs(trajs, 8, max_groups=3)

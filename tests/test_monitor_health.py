@@ -94,6 +94,29 @@ def test_dead_groups_are_a_collapse_without_a_gain():
     assert assess(hist[:8], CFG).reasons[0].signal == "no_variance"
 
 
+def test_a_rise_without_reward_spread_is_not_progress():
+    # Guess-the-number at lr 5e-4 (docs/health.md): replies settle on copying the example, every
+    # group's rollouts identical (zero_std_frac 1.0 from step 5), while train success rises by
+    # the luck of the states drawn: .1 up to step 8, then .2, .3, .4, ... (+.1 a step).
+    # Entropy 1.0 -> .05 and in-group std .4 -> 0 from step 5. Step 5: smoothed entropy
+    # (1 + 1 + .05)/3 = .68 and std .27/.4 = .67: no narrowing, healthy. Step 6: .37 and
+    # .13/.4 = .33, both <= 50%: two narrowing votes; zero_std (.1, 1, 1) not all dead; success
+    # flat: warning. Step 7: zero_std (1, 1, 1) -> no_variance -> collapse. Step 9: success 0.2 gives s9 = (.1+.1+.2)/3 = .133, a new high by .033
+    # > .02: success_rising, which used to make it healthy; with no reward spread in any group it
+    # is not learning, so still collapse. The same rise with spread left (zero_std .5) is
+    # progress: healthy.
+    rise = lambda t: 0.1 if t <= 8 else 0.1 * (t - 7)  # noqa: E731
+    narrow = {"actor/entropy": lambda t: 1.0 if t < 5 else 0.05,
+              "reward/task_in_group_std": lambda t: 0.4 if t < 5 else 0.0}
+    dead = run(rise, **narrow, **{"filter/zero_std_frac": lambda t: 0.1 if t < 5 else 1.0})
+    assert progress(dead[:9], CFG).signal == "success_rising"
+    lv = levels(dead[:12])
+    assert lv[:5] == ["healthy"] * 5 and lv[5] == "warning" and set(lv[6:]) == {"collapse"}
+    assert assess(dead[:9], CFG).reasons[0].signal == "no_variance"
+    alive = run(rise, **narrow, **{"filter/zero_std_frac": lambda t: 0.5})
+    assert levels(alive[:12])[8:] == ["healthy"] * 4  # steps 9-12
+
+
 def test_template_collapse_and_state_dependence_as_progress():
     # success flat at .2; I(X;Z)/H(X) rises .04/step to .8 at step 20, then is .05 from 21;
     # entropy 1.0 -> 0.3 from step 10 (narrowing from step 12). Smoothed mi s_t = .04 (t - 1)

@@ -193,14 +193,18 @@ def test_answer_example_first_names_the_envs_first_actions_in_the_format_line(to
         rollout = RolloutSpec(max_turns=1, max_actions_per_turn=per_turn, max_tokens_per_turn=12, think=False,
                               answer_example="first")
         backend = ScriptedBackend(tok, replies)
-        run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0], 1, rollout, 4096, 0)
+        [shown] = run_rollouts(backend, tok, EnvRef(name="frozenlake"), [0], 1, rollout, 4096, 0)
         with_example = tok.decode(backend.calls[0][0])
         assert f"Always output: <answer> {example} </answer> with no extra text." in with_example
         plain = ScriptedBackend(tok, replies)
-        run_rollouts(plain, tok, EnvRef(name="frozenlake"), [0], 1, rollout.model_copy(update={"answer_example": "none"}),
-                     4096, 0)
+        [none] = run_rollouts(plain, tok, EnvRef(name="frozenlake"), [0], 1,
+                              rollout.model_copy(update={"answer_example": "none"}), 4096, 0)
         assert tok.decode(plain.calls[0][0]) == with_example.replace(f"<answer> {example} </answer>",
                                                                      "<answer> [your answer] </answer>")
+        # The state prompt (what the template-collapse metrics score under) is the placeholder
+        # prompt token for token; without an example there is none (the prompt is the state).
+        assert shown.state_prompt == list(plain.calls[0][0]) != list(backend.calls[0][0])
+        assert none.state_prompt is None
 
 
 def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):

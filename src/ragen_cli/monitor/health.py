@@ -294,10 +294,12 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
     if not narrowing:
         return Verdict("healthy", [], step)
-    going = progress(history, cfg)
-    if going is not None:
-        return Verdict("healthy", [], step)
     failed = failure(history, cfg)
+    going = progress(history, cfg)
+    if going is not None and not (going.signal != "solved" and failed is not None and failed.signal == "no_variance"):
+        # A rise with no reward spread in any group is not learning (GRPO's update is zero): the
+        # states drawn changed, not the policy. Only a solved task earns no_variance.
+        return Verdict("healthy", [], step)
     if failed is not None and failed.signal == "stalled" and not any(r.signal == "template" for r in narrowing):
         failed = None  # a slow learner stalls too (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
     if failed is not None and len(narrowing) >= cfg.collapse_votes:

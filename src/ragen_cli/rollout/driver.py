@@ -87,6 +87,9 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
                              rollout.max_actions_per_turn, ep.traj.seed, turn, ep.copy)
     block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
+    state = None  # the first prompt with `[your answer]` where the example is: the state alone
+    if turn == 1 and example:
+        state = ep.ctx.next_prompt_ids(turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn), None)
     ep.ctx.commit_prompt(block, ep.prev_reward, ids)
     window = ep.ctx.window_prompt(rollout.context_window)
     trained = len(window) if window is not None and rollout.update_context == "window" else len(ep.traj.input_ids) + len(ids)
@@ -97,6 +100,8 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
         ep.done = True
         ep.traj.truncated = ep.traj.overflow = True
         return False
+    if turn == 1:
+        ep.traj.state_prompt = state
     ep.traj.append(ids, 0)
     ep.traj.turn_prompts.append(window)
     ep.prompt = window if window is not None else ep.traj.input_ids  # read before the reply is appended

@@ -57,6 +57,8 @@ class Trajectory:
     turn_start: list[int] = field(default_factory=list)  # index of each turn's first sampled token
     turn_prompts: list[list[int] | None] = field(default_factory=list)  # the sampler's prompt of each turn when
     # it was not the trajectory's own prefix (rollout.context_window), else None
+    state_prompt: list[int] | None = None  # the first turn's prompt with the answer example replaced by the
+    # placeholder (None when no example was shown): the state alone, for the template-collapse metrics
     task_reward: float = 0.0  # the env's own reward: no format penalty, no progress shaping
     group: int = 0
     seed: int = 0

@@ -2,9 +2,11 @@
 
 Each sampled first-turn reply is scored under the first-turn prompt of every initial state of
 the step (teacher forcing with the trainer's actor). The prompt of a state is the one its first
-copy saw; with `rollout.answer_example: random-per-rollout` the copies' prompts differ only in
-the example, so a reply that copies its own example scores no better under its own state than
-under another one: copying the example counts as template collapse, as it should.
+copy saw, with the `[your answer]` placeholder where an answer example was shown
+(`Trajectory.state_prompt`): the columns differ in the state alone. A reply that copies the
+example it was shown (`rollout.answer_example: random` draws one per state) therefore scores no
+better under its own state than under another one: copying the example counts as template
+collapse, as it should, and not as reading the state.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def pairs(trajs, max_replies: int, max_groups: int | None = None) -> tuple[list[
     prompt_of_group: dict[int, tuple[int, ...]] = {}
     for t in trajs:
         if t.group not in prompt_of_group:
-            prompt_of_group[t.group] = tuple(first_turn(t.input_ids, t.loss_mask, t.turn_end)[0])
+            prompt_of_group[t.group] = tuple(t.state_prompt or first_turn(t.input_ids, t.loss_mask, t.turn_end)[0])
     columns: dict[tuple[int, ...], int] = {}
     weights: list[float] = []
     for prompt in prompt_of_group.values():

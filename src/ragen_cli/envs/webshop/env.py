@@ -145,14 +145,14 @@ class WebShopEnv(TextEnv):
             text = pages.sub_page(instruction, self.product, self.sub)
         else:
             return pages.done_page(self.product["asin"], self.chosen, self._reward)
-        return f"{text}\nAvailable actions: {', '.join(self.valid_actions())}"
+        return f"{text}\nYou must choose from these actions: {', '.join(self.valid_actions())}."  # the reference's line
 
     def instruction(self) -> str:
         return (
             "You are web shopping. You are given an instruction; find the product that matches it "
             "(attributes, options such as size or colour, and price) and buy it.\n"
             "Actions: search[your query] on the search page, and click[element] where element is "
-            "one of the clickable elements listed after 'Available actions' (e.g. click[b0abc12345] "
+            "one of the clickable elements listed after 'You must choose from these actions' (e.g. click[b0abc12345] "
             "for a product, click[large] for an option, click[description], click[< prev], "
             "click[next >], click[back to search], click[buy now]). One action at a time."
         )
