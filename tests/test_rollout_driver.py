@@ -207,6 +207,27 @@ def test_answer_example_first_names_the_envs_first_actions_in_the_format_line(to
         assert none.state_prompt is None
 
 
+def test_copying_the_example_is_recorded_per_turn_and_counted(tok):
+    # Sokoban's actions are Up, Down, Left, Right: answer_example first shows "Up || Down" every
+    # turn. Turn 1 replies "up ||  Down" (the example, case and spaces aside: a copy), turn 2
+    # "Down || Up" (the same names in another order: not a copy); no 2-move walk solves the
+    # level, so both turns run. Ratio 1/2. Without an example nothing is recorded or counted.
+    from ragen_cli.rollout.driver import copies
+
+    assert copies(["left", "Down"], "Left || Down", "||") and not copies(["Down", "Left"], "Left || Down", "||")
+    assert not copies([], "Left", "||") and copies(["Left"], " Left ", "||")
+    rollout = RolloutSpec(max_turns=2, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
+                          answer_example="first")
+    backend = ScriptedBackend(tok, ["up ||  Down<|im_end|>", "Down || Up<|im_end|>"])
+    [traj] = run_rollouts(backend, tok, EnvRef(name="sokoban"), [0], 1, rollout, 4096, 0)
+    assert [t.copied_example for t in traj.turns] == [True, False]
+    assert traj.turns[0].as_dict()["copied_example"] is True
+    assert rollout_stats([traj], 1.0)["episode/example_copy_ratio"] == 0.5
+    none = run_rollouts(ScriptedBackend(tok, ["Up<|im_end|>"]), tok, EnvRef(name="sokoban"), [0], 1,
+                        rollout.model_copy(update={"answer_example": "none", "max_turns": 1}), 4096, 0)
+    assert none[0].turns[0].copied_example is None and "episode/example_copy_ratio" not in rollout_stats(none, 1.0)
+
+
 def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
     # "random": each turn's example is 2 names drawn from Left/Down/Right/Up by a generator seeded
     # with (seed, turn) alone, so it is the same in every copy and every run, and the N copies of

@@ -86,6 +86,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("episode/valid_action_ratio", "fraction", "Share of executed actions the env accepted as valid."),
     ("episode/example_frac", "fraction", "Share of the step's groups whose prompts showed the answer example (1 unless rollout.answer_example_steps fades it)."),
     ("episode/effective_action_ratio", "fraction", "Share of executed actions that changed the env state."),
+    ("episode/example_copy_ratio", "fraction", "Share of the turns that showed an answer example whose actions are that example (copying it; RAGEN-2's template collapse when the example, not the state, picks the reply). Absent when no example is shown."),
     ("episode/format_error_ratio", "fraction", "Share of turns whose reply did not parse (format penalty applied)."),
     ("episode/truncated", "count", "Episodes truncated by the context length or the turn/action budget."),
     ("diversity/distinct_2", "fraction", "Distinct bigrams / all bigrams over the step's replies (1 = no repetition)."),

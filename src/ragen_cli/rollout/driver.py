@@ -44,6 +44,7 @@ class _Episode:
     example: str = "none"  # rollout.answer_example for this episode's group
     copy: int = 0  # index among its group's N copies
     prompt: list[int] | None = None  # the sampler's prompt of the open turn
+    shown: str | None = None  # the answer example the open turn's prompt shows
 
 
 def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int, rollout,
@@ -105,6 +106,7 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     ep.traj.append(ids, 0)
     ep.traj.turn_prompts.append(window)
     ep.prompt = window if window is not None else ep.traj.input_ids  # read before the reply is appended
+    ep.shown = example
     return True
 
 
@@ -123,7 +125,8 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
     parsed = parse_reply(reply.removesuffix(ep.ctx.fmt.eot_text), rollout.think, rollout.action_sep, rollout.max_actions_per_turn)
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
-                        format_ok=parsed.format_ok, finish_reason=sample.finish_reason)
+                        format_ok=parsed.format_ok, finish_reason=sample.finish_reason,
+                        copied_example=None if ep.shown is None else copies(parsed.actions, ep.shown, rollout.action_sep))
     reward = 0.0 if parsed.format_ok else rollout.format_penalty
     for action in parsed.actions:
         obs, r, terminated, truncated, info = ep.env.step(action)
@@ -185,12 +188,21 @@ def generate_grouped(backend, prompts: list[list[int]], rollout, seed: int) -> l
     return [out[0] for out in backend.generate(prompts, n=1, **kwargs)]
 
 
+def copies(actions: list[str], example: str, sep: str) -> bool:
+    """Whether parsed `actions` are the example's actions ("Left || Up"), case and spaces aside."""
+    def norm(xs):
+        return [" ".join(x.lower().split()) for x in xs]
+    return bool(actions) and norm(actions) == norm(example.split(sep))
+
+
 def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     """Per-batch rollout metrics, named as in monitor/metrics.py."""
     turns = [t for traj in trajs for t in traj.turns]
     generated = sum(traj.num_generated for traj in trajs)
     executed = sum(t.executed for t in turns)
-    return {
+    shown = [t.copied_example for t in turns if t.copied_example is not None]
+    copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
+    return {**copied,
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),
         "episode/turns": len(turns) / max(1, len(trajs)),
         "episode/actions": executed / max(1, len(trajs)),

@@ -34,13 +34,14 @@ class TurnRecord:
     effective: int = 0  # actions that changed the state
     executed: int = 0  # actions actually run (stops when the episode ends)
     finish_reason: str = "stop"
+    copied_example: bool | None = None  # the actions are the answer example the prompt showed; None: none shown
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "obs": self.obs, "reply": self.reply, "actions": list(self.actions),
             "reward": self.reward, "valid": self.valid, "effective": self.effective,
             "executed": self.executed, "format_ok": self.format_ok,
-            "finish_reason": self.finish_reason,
+            "finish_reason": self.finish_reason, "copied_example": self.copied_example,
         }
 
 
