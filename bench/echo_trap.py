@@ -46,9 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         for k, run in enumerate(runs):
             recs = load(run)
             t = replay(run, HealthSpec())
-            at = {v.step: v.level for v in t.verdicts}
-            warn = next((s for s, lv in at.items() if lv != "healthy"), None)
-            coll = next((s for s, lv in at.items() if lv == "collapse"), None)
+            warn, coll = (v.step if v else None for v in (t.first_warning(), t.first_collapse()))
             val = [(r["step"], r[f"val/{args.env}/success"]) for r in recs if f"val/{args.env}/success" in r]
             curve = ", ".join(f"{s}: {v:.2f}" for s, v in val)
             print(f"| {run.name} | {recs[-1]['step']} | {curve} | {'-' if warn is None else warn} | "

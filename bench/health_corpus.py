@@ -137,8 +137,7 @@ def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
     rows = []
     for lab in labels:
         t = replay(CORPUS / "runs" / lab["run"], cfg or HealthSpec())
-        warn = next((v.step for v in t.verdicts if v.level != "healthy"), None)
-        coll = next((v.step for v in t.verdicts if v.level == "collapse"), None)
+        warn, coll = (v.step if v else None for v in (t.first_warning(), t.first_collapse()))
         lead = lab["onset"] - warn if lab["onset"] is not None and warn is not None else None
         rows.append({**lab, "first_warning": warn, "first_collapse": coll, "lead": lead})
     learn = [r for r in rows if r["label"] == "learns"]

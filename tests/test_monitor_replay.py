@@ -54,3 +54,18 @@ def test_health_on_real_runs_of_the_corpus():
 def test_health_bad_directory_exits_2(tmp_path):
     r = CliRunner().invoke(app, ["health", str(tmp_path / "nope")])
     assert r.exit_code == 2 and "no metrics.jsonl" in r.output
+
+
+def test_a_collapse_without_a_warning_before_it_is_the_first_warning():
+    # bandit-s-lr2e3-seed2 goes from healthy at step 8 straight to collapse at step 9: `ragen health`
+    # printed "first warning: -" beside "first collapse: 9" while the corpus bench counted step 9
+    from ragen_cli.monitor.health import Verdict
+    from ragen_cli.monitor.replay import Timeline
+
+    t = Timeline("r", [1, 2, 3], [Verdict("healthy", step=1), Verdict("collapse", step=2), Verdict("warning", step=3)])
+    assert t.first_warning().step == 2 and t.first_collapse().step == 2
+    assert t.to_json()["first_warning"] == 2
+    r = CliRunner().invoke(app, ["health", str(CORPUS / "bandit-s-lr2e3-seed1"), "--json"])
+    [out] = json.loads(r.output)["runs"]
+    first_bad = next(s for s, lv in zip(out["steps"], out["levels"]) if lv != "healthy")
+    assert out["first_warning"] == first_bad

@@ -34,7 +34,7 @@ def _print(t) -> None:
     from rich.table import Table
 
     console = Console()
-    warn, coll = t.first("warning"), t.first("collapse")
+    warn, coll = t.first_warning(), t.first_collapse()
     last = t.verdicts[-1].level if t.verdicts else "no training steps yet"
     console.print(f"[bold]{t.run}[/]  steps {len(t.steps)}  now: {last}  first warning: "
                   f"{warn.step if warn else '-'}  first collapse: {coll.step if coll else '-'}")

@@ -47,11 +47,16 @@ class Timeline:
     note: str = ""
     changes: list[dict] = field(default_factory=list)
 
-    def first(self, level: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.level == level), None)
+    def first_warning(self) -> Verdict | None:
+        """The first verdict that is not healthy: a collapse is a warning too, so a run that goes
+        straight from healthy to collapse was first warned at that step."""
+        return next((v for v in self.verdicts if v.level != "healthy"), None)
+
+    def first_collapse(self) -> Verdict | None:
+        return next((v for v in self.verdicts if v.level == "collapse"), None)
 
     def to_json(self) -> dict:
-        warn, coll = self.first("warning"), self.first("collapse")
+        warn, coll = self.first_warning(), self.first_collapse()
         return {
             "run": self.run,
             "first_warning": warn.step if warn else None,
