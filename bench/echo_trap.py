@@ -3,7 +3,11 @@ copies of the runs (bench/health_corpus/runs), so anyone can redraw them without
 
     .venv/bin/python bench/echo_trap.py --env bandit --out docs/figures/echo-trap-bandit.png
 
-Runs are picked by name: `{env}-s-seed*` (StarPO-S) and `{env}-starpo-seed*` (vanilla StarPO).
+Runs are picked by name: `{env}-s-seed*` (StarPO-S) and `{env}-starpo-seed*` (vanilla StarPO);
+`--runs NAME [NAME ...]` draws the named corpus runs instead, one colour each:
+
+    .venv/bin/python bench/echo_trap.py --env bandit --out docs/figures/echo-trap-bandit-lr.png \
+        --runs bandit-s-seed2 bandit-s-lr5e4-seed2 bandit-s-lr1e3-seed2 bandit-s-lr15e4-seed2 bandit-s-lr2e3-seed2
 Four panels per step: validation success on the training env, in-group std of the task
 reward, policy entropy and I(X;Z)/H(X); each run's first warning (triangle) and first collapse
 (cross) from replaying the detector with the current defaults.
@@ -37,12 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--env", default="bandit")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--runs", nargs="+", help="corpus run names to draw, one colour each (default: the two arms)")
     args = ap.parse_args(argv)
+    groups = [([CORPUS / n for n in [name]], name, f"C{k}") for k, name in enumerate(args.runs)] if args.runs else \
+        [(sorted(CORPUS.glob(f"{args.env}-{tag}-seed*")), label, color) for tag, label, color in VARIANTS]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     print("| run | steps | validation success (step: value) | first warning | first collapse |")
     print("|---|---|---|---|---|")
-    for tag, label, color in VARIANTS:
-        runs = sorted(CORPUS.glob(f"{args.env}-{tag}-seed*"))
+    for runs, label, color in groups:
         for k, run in enumerate(runs):
             recs = load(run)
             t = replay(run, HealthSpec())
@@ -66,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                 ax.set_title(title, fontsize=10)
                 ax.set_xlabel("step")
     axes[0].legend(fontsize=8, loc="best")
-    fig.suptitle(f"{args.env}: StarPO vs StarPO-S (triangle: first warning, cross: first collapse)", fontsize=11)
+    what = "the runs named" if args.runs else "StarPO vs StarPO-S"
+    fig.suptitle(f"{args.env}: {what} (triangle: first warning, cross: first collapse)", fontsize=11)
     fig.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(args.out, dpi=110)
