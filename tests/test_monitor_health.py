@@ -238,3 +238,52 @@ def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
     assert lv.index("warning") + 1 == 13
     assert [r.signal for r in assess(hist[:13], CFG).reasons] == ["joint_narrowing"]
     assert levels(hist, HealthSpec(joint_warn=1.0)).index("warning") + 1 == 16
+
+
+def test_sampling_margin_by_hand():
+    from ragen_cli.monitor.health import sampling_margin
+
+    # p = 0.1 over smooth 1 x 100 episodes: se = sqrt(0.1 * 0.9 / 100) = 0.03; fall_z 2 -> 0.06
+    hist = [{"step": 1, "train/success": 0.1, "train/episodes": 100.0}]
+    assert sampling_margin(hist, "train/success", 0.1, HealthSpec(smooth=1)) == pytest.approx(0.06)
+    # smooth 3 x 100 -> sqrt(0.09 / 300) = 0.01732; x2 = 0.03464
+    assert sampling_margin(hist, "train/success", 0.1, CFG) == pytest.approx(2 * math.sqrt(0.09 / 300))
+    # no count (runs before the metric), another score, or the guard off: no margin
+    assert sampling_margin([{"train/success": 0.1}], "train/success", 0.1, CFG) == 0.0
+    assert sampling_margin(hist, "reward/task_mean", 0.1, CFG) == 0.0
+    assert sampling_margin(hist, "train/success", 0.1, HealthSpec(fall_z=0)) == 0.0
+
+
+def test_a_gain_and_fall_within_sampling_noise_is_not_a_fall():
+    # success 0.0625, 0.03125, 0.09375, 0.125, 0 (FrozenLake, 32 episodes a step), smooth 1:
+    # gain 0.125 - 0.0625 = 0.0625 against 2 * sqrt(0.125 * 0.875 / 32) = 0.1169: within noise.
+    xs = [0.0625, 0.03125, 0.09375, 0.125, 0.0]
+    cfg = HealthSpec(smooth=1)
+    hist = [{"step": t + 1, "train/success": x, "train/episodes": 32.0} for t, x in enumerate(xs)]
+    assert failure(hist, cfg) is None
+    # the same shares from 1000 episodes a step: margin 2 * sqrt(0.109375 / 1000) = 0.0209 < 0.0625
+    # (gain) and < 0.125 (fall); 0 <= 0.0625 + 0.5 * 0.0625: success fell
+    big = [{**r, "train/episodes": 1000.0} for r in hist]
+    assert failure(big, cfg).signal == "success_fell"
+    # a dip to 0.109 keeps more than half the gain (0.109 > 0.0625 + 0.5 * 0.0625 = 0.094): no fall
+    assert failure(big[:4] + [{**big[4], "train/success": 0.109}], cfg) is None
+
+
+def test_a_lost_rise_is_not_progress():
+    # Success rises to 0.2 at step 3 and is lost from step 4 (smooth 1, 1000 episodes a step:
+    # noise margin 2 * sqrt(0.16 / 1000) = 0.025); entropy and distinct bigrams fall to 10% from
+    # step 4. At step 6 the high (step 3) is still within progress_window 5, so success_rising
+    # holds, but success_fell holds too (0 <= 0.02 + 0.5 * 0.18): collapse, not healthy.
+    cfg = HealthSpec(smooth=1)
+    xs = {1: 0.02, 2: 0.05, 3: 0.2}
+    hist = run(lambda t: xs.get(t, 0.0), **{"train/episodes": lambda t: 1000.0,
+                                          "actor/entropy": lambda t: 1.0 if t < 4 else 0.1,
+                                          "diversity/distinct_2": lambda t: 0.6 if t < 4 else 0.06})[:6]
+    assert progress(hist, cfg).signal == "success_rising"
+    assert failure(hist, cfg).signal == "success_fell"
+    assert assess(hist, cfg).level == "collapse"
+    # the same run while the rise is kept (success stays 0.2): progress, healthy
+    kept = run(lambda t: xs.get(t, 0.2), **{"train/episodes": lambda t: 1000.0,
+                                           "actor/entropy": lambda t: 1.0 if t < 4 else 0.1,
+                                           "diversity/distinct_2": lambda t: 0.6 if t < 4 else 0.06})[:6]
+    assert assess(kept, cfg).level == "healthy"

@@ -57,8 +57,9 @@ def test_health_bad_directory_exits_2(tmp_path):
 
 
 def test_a_collapse_without_a_warning_before_it_is_the_first_warning():
-    # bandit-s-lr2e3-seed2 goes from healthy at step 8 straight to collapse at step 9: `ragen health`
-    # printed "first warning: -" beside "first collapse: 9" while the corpus bench counted step 9
+    # bandit-s-lr2e3-seed2 goes from healthy straight to collapse (at step 9 before the lost-rise
+    # rule, now at 6): `ragen health` printed "first warning: -" beside the collapse step, while the
+    # corpus bench counted that step
     from ragen_cli.monitor.health import Verdict
     from ragen_cli.monitor.replay import Timeline
 
@@ -67,4 +68,4 @@ def test_a_collapse_without_a_warning_before_it_is_the_first_warning():
     assert t.to_json()["first_warning"] == 2
     r = CliRunner().invoke(app, ["health", str(CORPUS / "bandit-s-lr2e3-seed2"), "--json"])
     [out] = json.loads(r.output)["runs"]
-    assert out["levels"][7:9] == ["healthy", "collapse"] and out["first_warning"] == out["first_collapse"] == 9
+    assert out["levels"][4:6] == ["healthy", "collapse"] and out["first_warning"] == out["first_collapse"] == 6

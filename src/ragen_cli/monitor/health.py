@@ -236,6 +236,17 @@ def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     return None
 
 
+def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSpec") -> float:
+    """`fall_z` standard errors of a smoothed success at `level`: sqrt(p (1 - p) / n) with n the
+    episodes behind `smooth` steps (train/episodes, mean over the run). 0 for other scores or
+    when the count is unknown."""
+    episodes = series(history, "train/episodes")
+    if name != "train/success" or not episodes or cfg.fall_z == 0:
+        return 0.0
+    n = cfg.smooth * sum(episodes) / len(episodes)
+    return cfg.fall_z * math.sqrt(max(level * (1 - level), 0.0) / n)
+
+
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """Evidence that narrowing has become a collapse: success fell after a gain, no group has
     any reward variance left, or no progress for `stall_steps`."""
@@ -243,7 +254,9 @@ def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     if name is not None:
         s = smoothed(series(history, name), cfg.smooth)
         peak, start = max(s), s[0]
-        if peak - start >= cfg.progress_min and s[-1] - start <= cfg.fall_ratio * (peak - start):
+        noise = sampling_margin(history, name, peak, cfg)  # a gain and a fall beyond sampling noise
+        if peak - start >= max(cfg.progress_min, noise) and peak - s[-1] >= noise \
+                and s[-1] - start <= cfg.fall_ratio * (peak - start):
             return Reason("success_fell", s[-1], start + cfg.fall_ratio * (peak - start),
                           f"{name} fell to {s[-1]:.3g} from its peak {peak:.3g} (limit: {cfg.fall_ratio:.0%} of the gain kept)",
                           "collapse")
@@ -296,9 +309,12 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)
     going = progress(history, cfg)
-    if going is not None and not (going.signal != "solved" and failed is not None and failed.signal == "no_variance"):
+    if going is not None and not (going.signal != "solved" and failed is not None
+                                  and failed.signal in ("no_variance", "success_fell")):
         # A rise with no reward spread in any group is not learning (GRPO's update is zero): the
-        # states drawn changed, not the policy. Only a solved task earns no_variance.
+        # states drawn changed, not the policy. Only a solved task earns no_variance. Nor is a rise
+        # that has since been lost (success_fell: at most fall_ratio of the gain kept), though its
+        # high is still inside progress_window.
         return Verdict("healthy", [], step)
     if failed is not None and failed.signal == "stalled" and not any(r.signal == "template" for r in narrowing):
         failed = None  # a slow learner stalls too (FrozenLake: 35 flat steps, then 0.12 -> 0.73)

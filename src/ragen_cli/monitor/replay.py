@@ -22,6 +22,16 @@ def training_history(records: list[dict]) -> list[dict]:
     return [r for r in records if isinstance(r.get("step"), int) and r["step"] >= 1]
 
 
+def with_episodes(history: list[dict], spec: object) -> list[dict]:
+    """Runs recorded before `train/episodes` existed (2026-11-26): take it from the spec's
+    env.train groups x group_size, what one process rolled out per step."""
+    train = spec.get("env", {}).get("train", {}) if isinstance(spec, dict) and isinstance(spec.get("env"), dict) else {}
+    groups, size = (train.get("groups"), train.get("group_size")) if isinstance(train, dict) else (None, None)
+    if not (isinstance(groups, int) and isinstance(size, int)):
+        return history
+    return [r if "train/episodes" in r else {**r, "train/episodes": float(groups * size)} for r in history]
+
+
 def health_spec(spec: object) -> tuple[HealthSpec, str]:
     """The run's own `monitor.health` (a parsed spec mapping), or the defaults and a note on why."""
     section = spec.get("monitor", {}) if isinstance(spec, dict) else {}
@@ -72,14 +82,14 @@ def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
     """The detector over `run_dir`'s metrics with the run's own HealthSpec (or `cfg`)."""
     run = RunDir(run_dir)
     note = ""
+    text = run.read_spec_text()
+    try:
+        spec = yaml.safe_load(text) if text else {}
+    except yaml.YAMLError:
+        spec = {}
     if cfg is None:
-        text = run.read_spec_text()
-        try:
-            spec = yaml.safe_load(text) if text else {}
-        except yaml.YAMLError:
-            spec = {}
         cfg, note = health_spec(spec)
-    history = training_history(run.read_metrics())
+    history = with_episodes(training_history(run.read_metrics()), spec)
     verdicts = [assess(history[: i + 1], cfg) for i in range(len(history))]
     changes, level = [], "healthy"
     for v in verdicts:

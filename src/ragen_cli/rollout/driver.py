@@ -211,6 +211,7 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
         "episode/format_error_ratio": sum(not t.format_ok for t in turns) / max(1, len(turns)),
         "episode/truncated": float(sum(traj.truncated for traj in trajs)),
         "train/success": sum(traj.success for traj in trajs) / max(1, len(trajs)),
+        "train/episodes": float(len(trajs)),
         "timing/rollout_s": seconds,
         "perf/rollout_tokens_per_s": generated / seconds if seconds > 0 else 0.0,
     }

@@ -41,6 +41,9 @@ class HealthSpec(BaseModel):
     progress_window: int = Field(5, ge=1, description="Progress: a new high of success or of I(X;Z)/H(X) within this many steps.")
     mi_progress_min: float = Field(0.1, ge=0.0, description="Progress: margin for a new high of I(X;Z)/H(X) (the policy learning to read the state); above the step-to-step noise of the estimate (docs/health.md).")
     fall_ratio: float = Field(0.5, ge=0.0, lt=1.0, description="Failure: smoothed success has kept at most this fraction of its gain over the start.")
+    fall_z: float = Field(2.0, ge=0.0, description="Failure: success_fell needs a gain, and a fall from its peak, of at least this many "
+                          "standard errors of the smoothed success at the peak (binomial, over the `smooth` steps' "
+                          "train/episodes): a gain or fall within sampling noise is neither; 0 turns the guard off.")
     dead_frac: float = Field(0.95, gt=0.0, le=1.0, description="Failure / no signal: at least this share of groups with zero reward std (or of turns with format errors) for `smooth` steps.")
     stall_steps: int = Field(10, ge=1, description="Failure: no new high of success for this many steps.")
     no_signal_steps: int = Field(3, ge=0, description="Say 'no signal' when every step from the first on had no learning signal, after this many steps; 0 turns it off.")
