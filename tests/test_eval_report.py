@@ -7,8 +7,9 @@ import hashlib
 import pytest
 
 from ragen_cli.eval.manifest import build_manifest, content_hash, weight_files
-from ragen_cli.eval.report import compare_table, paired_successes, summarize, summary_table
-from ragen_cli.eval.stats import compare_paired
+from ragen_cli.eval.report import (CompareRow, compare_table, paired_successes, score_difference, summarize,
+                                   summary_table)
+from ragen_cli.eval.stats import compare_paired, mean_interval
 from ragen_cli.rollout.types import TurnRecord
 
 
@@ -65,7 +66,7 @@ def test_paired_successes_and_tables_render():
 
     console = Console(width=200, record=True)
     console.print(summary_table([summarize("toy", RECORDS, samples=2)], "t"))
-    console.print(compare_table([("toy", compare_paired(a, b), 0.35, 0.1)], "A", "B"))
+    console.print(compare_table([CompareRow("toy", compare_paired(a, b), 0.35, 0.1)], "A", "B"))
     text = console.export_text()
     assert "pass@2" in text and "50.0%" in text and "15.0-85.0%" in text
     # a_only = b_only = 2: diff 0; McNemar m = 4, tail = (1+4+6)/16 = 11/16, p = min(1, 22/16) = 1
@@ -114,3 +115,37 @@ def test_build_manifest_fields():
     assert m["seeds"] == [123, 124] and m["sampling"] == {"temperature": 0.5} and m["backend"] == "hf"
     assert m["policy"]["hash"] == "sha256:00"
     assert build_manifest(policy={}, envs=[], seeds=[], sampling={}, backend="hf")["date"].endswith("+00:00")
+
+
+def test_mean_interval_by_hand():
+    # 0, 0.5, 1: mean 0.5, s^2 = (0.25 + 0 + 0.25) / 2 = 0.25, s = 0.5; half = 1.959964 * 0.5 / sqrt(3)
+    mean, lo, hi = mean_interval([0.0, 0.5, 1.0])
+    assert mean == 0.5 and hi - mean == pytest.approx(1.959964 * 0.5 / 3 ** 0.5) and mean - lo == pytest.approx(hi - mean)
+    assert mean_interval([0.3]) == (0.3, 0.3, 0.3)
+    assert mean_interval([0.0] * 60) == (0.0, 0.0, 0.0)  # a policy that never buys: score 0, no spread
+    with pytest.raises(ValueError):
+        mean_interval([])
+
+
+def test_score_and_its_paired_difference():
+    # task rewards (the env's own, no penalties): A 1, 0, 0, 0.5; B 0.5, 0, 1, 0.5 on the same episodes
+    a = [dict(r, task_reward=t) for r, t in zip(RECORDS, (1.0, 0.0, 0.0, 0.5))]
+    b = [dict(r, task_reward=t) for r, t in zip(RECORDS, (0.5, 0.0, 1.0, 0.5))]
+    s = summarize("toy", a)
+    assert s.score == pytest.approx(0.375)
+    # s^2 = ((0.625^2 + 2 * 0.375^2 + 0.125^2) / 3 = (0.390625 + 0.28125 + 0.015625) / 3 = 0.229167
+    half = 1.959964 * (0.229167 / 4) ** 0.5
+    assert s.score_ci95 == pytest.approx((0.375 - half, 0.375 + half), abs=1e-5)
+    # differences B - A: -0.5, 0, 1, 0: mean 0.125, s^2 = (0.390625 + 0.015625 + 0.765625 + 0.015625) / 3 = 0.395833
+    diff, lo, hi = score_difference(a, b)
+    assert diff == pytest.approx(0.125) and hi - diff == pytest.approx(1.959964 * (0.395833 / 4) ** 0.5, abs=1e-5)
+    # records without task rewards (older files): no score rather than a wrong one
+    assert summarize("toy", RECORDS).score is None and score_difference(RECORDS, b) is None
+    row = CompareRow("toy", compare_paired([True] * 4, [True] * 4), 0.1, 0.2, s.score, summarize("toy", b).score,
+                     (diff, lo, hi))
+    assert row.to_json()["score_diff"] == pytest.approx(0.125) and row.to_json()["score_diff_ci95"] == [lo, hi]
+    from rich.console import Console
+
+    console = Console(width=260, record=True)
+    console.print(compare_table([row], "A", "B"))
+    assert "+0.125 (" in console.export_text()

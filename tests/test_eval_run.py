@@ -205,6 +205,12 @@ def test_compare_base_with_full_checkpoint_on_the_run_spec(checkpoints, tmp_path
     # all for B; McNemar p = 2 * (1/2)^6 = 0.03125 < 0.05
     assert (row["a_only"], row["b_only"], row["n"]) == (0, 6, 6)
     assert row["diff"] == 1.0 and row["p_value"] == pytest.approx(0.03125) and row["significant"]
+    # score = mean task reward: B always pulls the risky arm, which pays 1.0 or 0 (seeded); the
+    # paired difference is the mean of B_i - A_i
+    ta = [e["task_reward"] for e in cmp["A"]["episodes"]["bandit"]]
+    tb = [e["task_reward"] for e in cmp["B"]["episodes"]["bandit"]]
+    assert set(tb) <= {0.0, 1.0} and row["score_b"] == pytest.approx(sum(tb) / 6) == cmp["B"]["results"][0]["score"]
+    assert row["score_diff"] == pytest.approx((sum(tb) - sum(ta)) / 6)
     assert (tmp_path / "cmp" / "B" / "trajectories" / "step-3.jsonl").is_file()
     assert (tmp_path / "cmp" / "A" / "trajectories" / "step-0.jsonl").is_file()
 

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from ragen_cli.eval.checkpoint import EvalInputError, Policy
 from ragen_cli.eval.manifest import build_manifest
-from ragen_cli.eval.report import EnvSummary, paired_successes, summarize
-from ragen_cli.eval.stats import PairedComparison, compare_paired
+from ragen_cli.eval.report import CompareRow, EnvSummary, paired_successes, score_difference, summarize
+from ragen_cli.eval.stats import compare_paired
 from ragen_cli.rollout.context import eval_answer_example
 from ragen_cli.spec.models import EnvRef, EnvSpec, RolloutSpec, RunSpec, TrainEnvSpec
 
@@ -92,7 +92,8 @@ class PolicyResult:
         return {"manifest": self.manifest, "seconds": round(self.seconds, 3),
                 "results": [s.to_json() for s in self.summaries],
                 "episodes": {env: [{"seed": r["seed"], "sample": r["sample"], "success": r["success"],
-                                    "reward": r["reward"]} for r in recs] for env, recs in self.records.items()}}
+                                    "reward": r["reward"], "task_reward": r.get("task_reward")} for r in recs]
+                             for env, recs in self.records.items()}}
 
 
 def _merge_lora(policy: Policy, workdir: Path) -> Path:
@@ -158,12 +159,15 @@ def _backend_name(policy: Policy, plan: EvalPlan) -> str:
     return "endpoint" if policy.kind == "endpoint" else plan.backend
 
 
-def compare_results(a: PolicyResult, b: PolicyResult) -> list[tuple[str, PairedComparison, float, float]]:
-    """Per env: paired McNemar comparison of A and B, and their mean rewards."""
+def compare_results(a: PolicyResult, b: PolicyResult) -> list[CompareRow]:
+    """Per env: paired McNemar comparison of A and B, their mean rewards and scores, and the
+    paired score difference."""
     rows = []
     for sa, sb in zip(a.summaries, b.summaries):
-        flags_a, flags_b = paired_successes(a.records[sa.env], b.records[sb.env])
-        rows.append((sa.env, compare_paired(flags_a, flags_b), sa.mean_reward, sb.mean_reward))
+        ra, rb = a.records[sa.env], b.records[sb.env]
+        flags_a, flags_b = paired_successes(ra, rb)
+        rows.append(CompareRow(sa.env, compare_paired(flags_a, flags_b), sa.mean_reward, sb.mean_reward,
+                               sa.score, sb.score, score_difference(ra, rb)))
     return rows
 
 
@@ -181,7 +185,7 @@ def eval_spec_yaml(plan: EvalPlan, policy: Policy) -> str:
 
 
 def write_outputs(out: Path, plan: EvalPlan, results: dict[str, PolicyResult],
-                  comparison: list[tuple[str, PairedComparison, float, float]] | None = None) -> Path:
+                  comparison: list[CompareRow] | None = None) -> Path:
     """`out/eval.json`, and a run-directory view of each policy's episodes (spec.yaml,
     trajectories/step-<k>.jsonl; in `out/` for one policy, `out/A`, `out/B` in compare mode)
     that `ragen watch` and `ragen inspect` read. Returns the eval.json path."""
@@ -197,8 +201,7 @@ def write_outputs(out: Path, plan: EvalPlan, results: dict[str, PolicyResult],
         doc = next(iter(results.values())).to_json()
     else:
         doc = {"mode": "compare", **{k: r.to_json() for k, r in results.items()},
-               "comparison": [{"env": env, **vars(c), "reward_a": ra, "reward_b": rb}
-                              for env, c, ra, rb in comparison or []]}
+               "comparison": [row.to_json() for row in comparison or []]}
     path = out / "eval.json"
     tmp = path.with_name(".eval.json.tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

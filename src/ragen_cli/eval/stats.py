@@ -6,6 +6,10 @@
   Models Trained on Code", arXiv 2107.03374, eqn. 1 and its numerically stable form, Fig. 3).
 - `mcnemar_exact`: two policies run on the same seeds give paired binary outcomes; the exact
   McNemar test (McNemar 1947, Psychometrika 12:153) asks whether their success rates differ.
+- `mean_interval`: a mean with its normal-approximation 95% interval, mean +- z s / sqrt(n)
+  (s the sample standard deviation, n - 1 in its denominator); for a score in [0, 1] such as
+  WebShop's, and, on the per-seed differences B_i - A_i, for the paired difference of two
+  policies' scores on the same seeds.
 
 Derivation of the McNemar test used here. Pair i gives (a_i, b_i) in {0,1}^2 (success of policy
 A and of policy B on the same seed and sample index). Concordant pairs (1,1) and (0,0) say
@@ -24,6 +28,19 @@ import math
 from dataclasses import dataclass
 
 Z_95 = 1.959963984540054  # two-sided 95% standard normal quantile, Phi^-1(0.975)
+
+
+def mean_interval(xs: list[float], z: float = Z_95) -> tuple[float, float, float]:
+    """(mean, low, high): mean +- z * s / sqrt(n), s the sample standard deviation. With n = 1
+    there is no spread to estimate and the interval is the value itself; n = 0 raises."""
+    n = len(xs)
+    if n == 0:
+        raise ValueError("mean_interval of no values")
+    mean = sum(xs) / n
+    if n == 1:
+        return mean, mean, mean
+    half = z * math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1) / n)
+    return mean, mean - half, mean + half
 
 
 def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
