@@ -134,7 +134,7 @@ def _with_ci(x: float | None, ci: tuple[float, float] | None) -> str:
 
 
 def summary_table(summaries: list[EnvSummary], title: str) -> Table:
-    """One row per env: success with CI, reward, turns, actions, action ratios, pass@k."""
+    """One row per env: success with CI, score with CI, reward, turns, actions, action ratios, pass@k."""
     ks = sorted({k for s in summaries for k in s.pass_at_k})
     table = Table(title=title, title_justify="left")
     for col in ("env", "episodes", "success", "95% CI", "score (95% CI)", "reward", "turns", "actions",
