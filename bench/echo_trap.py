@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--runs", nargs="+", help="corpus run names to draw, one colour each (default: the two arms)")
     args = ap.parse_args(argv)
-    groups = [([CORPUS / n for n in [name]], name, f"C{k}") for k, name in enumerate(args.runs)] if args.runs else \
+    groups = [([CORPUS / name], name, f"C{k}") for k, name in enumerate(args.runs)] if args.runs else \
         [(sorted(CORPUS.glob(f"{args.env}-{tag}-seed*")), label, color) for tag, label, color in VARIANTS]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     print("| run | steps | validation success (step: value) | first warning | first collapse |")

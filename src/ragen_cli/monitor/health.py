@@ -238,9 +238,9 @@ def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
 
 def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSpec") -> float:
     """`fall_z` standard errors of a smoothed success at `level`: sqrt(p (1 - p) / n) with n the
-    episodes behind `smooth` steps (train/episodes, mean over the run). 0 for other scores or
-    when the count is unknown."""
-    episodes = series(history, "train/episodes")
+    episodes behind `smooth` steps (`smooth` x the mean train/episodes of the last `smooth`
+    steps). 0 for other scores or when the count is unknown."""
+    episodes = series(history, "train/episodes", cfg.smooth)
     if name != "train/success" or not episodes or cfg.fall_z == 0:
         return 0.0
     n = cfg.smooth * sum(episodes) / len(episodes)

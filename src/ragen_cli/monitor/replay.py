@@ -25,7 +25,8 @@ def training_history(records: list[dict]) -> list[dict]:
 def with_episodes(history: list[dict], spec: object) -> list[dict]:
     """Runs recorded before `train/episodes` existed (2026-11-26): take it from the spec's
     env.train groups x group_size, what one process rolled out per step."""
-    train = spec.get("env", {}).get("train", {}) if isinstance(spec, dict) and isinstance(spec.get("env"), dict) else {}
+    env = spec.get("env") if isinstance(spec, dict) else None
+    train = env.get("train") if isinstance(env, dict) else None
     groups, size = (train.get("groups"), train.get("group_size")) if isinstance(train, dict) else (None, None)
     if not (isinstance(groups, int) and isinstance(size, int)):
         return history
