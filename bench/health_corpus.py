@@ -5,6 +5,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py collect RUN_DIR ...  # copy finished runs in (compact)
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
+    .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
 
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
 validation success of the training env (v_0 at step 0, best, final) and the first action of
@@ -130,6 +131,66 @@ def sweep(labels: list[dict]) -> None:
               f"{summary['collapse_runs']} {summary['median_lead_steps']} {summary['median_lead_late_onset']} {warned}/{summary['learning_runs']}")
 
 
+# What the replies and rewards of a step show (not the spec: vanilla StarPO's kept_frac is 1 and its
+# grad norm lower from its first update on, whatever the run does next).
+BEHAVIOUR = ("reward/task_in_group_std", "reward/task_mean", "train/success", "filter/zero_std_frac",
+             "actor/entropy", "actor/answer_entropy", "diversity/distinct_2", "diversity/identical_share",
+             "collapse/mi_norm", "collapse/cond_entropy", "collapse/retrieval_acc",
+             "episode/valid_action_ratio", "episode/format_error_ratio", "episode/response_tokens_per_turn")
+BOUND_FROM = 2  # step 1's rollouts are the base model's: nothing in them can tell one run's future from another's
+
+
+def by_step(metrics: list[dict], keys=BEHAVIOUR) -> dict[str, dict[int, float]]:
+    """{metric: {step: value}} for the numeric values of `keys`."""
+    out: dict[str, dict[int, float]] = {}
+    for rec in metrics:
+        for k in keys:
+            v = rec.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.setdefault(k, {})[rec["step"]] = float(v)
+    return out
+
+
+def separable_at(run: dict[str, dict[int, float]], learners: list[dict[str, dict[int, float]]],
+                 first: int, last: int, min_learners: int = 3) -> tuple[int, list[str]] | None:
+    """The first step in [first, last] at which some metric of `run` lies outside the range
+    [min, max] of the learning runs' values at that same step (at least `min_learners` of them
+    having one), with the metrics that do; None if there is none. An oracle: it knows every
+    learning run's values in advance, so it never warns one of them, and takes any difference,
+    however small, as a sign."""
+    for step in range(first, last + 1):
+        hits = []
+        for k, values in run.items():
+            ref = [x[k][step] for x in learners if step in x.get(k, {})]
+            if step in values and len(ref) >= min_learners and not min(ref) <= values[step] <= max(ref):
+                hits.append(k)
+        if hits:
+            return step, hits
+    return None
+
+
+def bound(labels: list[dict]) -> dict:
+    """The lead of the oracle detector (`separable_at`) on every collapse: an upper bound on what
+    any detector that warns no learning run of the corpus can reach, on the behaviour metrics."""
+    learners: dict[str, list] = {}
+    for lab in labels:
+        if lab["label"] == "learns":
+            learners.setdefault(lab["env"], []).append(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
+    leads = []
+    for lab in labels:
+        if lab["label"] != "collapse":
+            continue
+        run = by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl"))
+        found = separable_at(run, learners.get(lab["env"], []), BOUND_FROM, lab["onset"])
+        lead = lab["onset"] - found[0] if found else 0
+        leads.append(lead)
+        print(f"{lab['run']:28s} onset {lab['onset']:>3}  oracle warns at {found[0] if found else '-':>3}  "
+              f"lead {lead:>3}  {', '.join(found[1]) if found else ''}")
+    summary = {"collapse_runs": len(leads), "oracle_median_lead": statistics.median(leads) if leads else None}
+    print(json.dumps(summary))
+    return summary
+
+
 def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
     from ragen_cli.monitor.replay import replay
     from ragen_cli.spec.health_spec import HealthSpec
@@ -162,7 +223,7 @@ def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep"])
+    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound"])
     ap.add_argument("runs", nargs="*", type=Path)
     args = ap.parse_args(argv)
     if args.command == "collect":
@@ -173,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         (CORPUS / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
         for lab in labels:
             print(f"{lab['run']:28s} {lab['label']:9s} onset {lab['onset']}  ({lab['why']})")
+        return 0
+    if args.command == "bound":
+        bound(json.loads((CORPUS / "labels.json").read_text()))
         return 0
     if args.command == "sweep":
         sweep(json.loads((CORPUS / "labels.json").read_text()))

@@ -40,3 +40,14 @@ def test_settled_from():
     # 7/8 = 0.875 >= 0.85 settles, 6/8 = 0.75 does not: settled from step 4 (step 3 breaks 2)
     assert hc.settled_from(acts) == 4
     assert hc.settled_from(acts[:3]) is None
+
+
+def test_separable_at_is_the_first_step_outside_every_learners_range():
+    hc = _bench()
+    learners = [{"m": {2: 0.1, 3: 0.2}}, {"m": {2: 0.3, 3: 0.4}}, {"m": {2: 0.2, 3: 0.3}, "n": {2: 5.0}}]
+    # step 2: 0.25 lies inside [0.1, 0.3]; step 3: 0.45 lies above [0.2, 0.4]
+    assert hc.separable_at({"m": {2: 0.25, 3: 0.45}}, learners, 2, 6) == (3, ["m"])
+    # a range's ends are inside; "n" has one learner, fewer than min_learners 3, so never counts
+    assert hc.separable_at({"m": {2: 0.1, 3: 0.4}, "n": {2: 9.0}}, learners, 2, 6) is None
+    assert hc.separable_at({"m": {2: 0.05}}, learners, 2, 6) == (2, ["m"])
+    assert hc.separable_at({"m": {2: 0.05}}, learners, 3, 6) is None  # before `first`: not looked at
