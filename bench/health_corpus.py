@@ -151,6 +151,20 @@ def by_step(metrics: list[dict], keys=BEHAVIOUR) -> dict[str, dict[int, float]]:
     return out
 
 
+def with_history(series: dict[str, dict[int, float]]) -> dict[str, dict[int, float]]:
+    """`series` plus, per metric, what a rule comparing a run with its own past reads: the change
+    since the previous value (`:delta`), since the first (`:of_first`), and the ratio to the
+    running peak (`:of_peak`, 1 while the peak is 0)."""
+    out = dict(series)
+    for k, values in series.items():
+        steps = sorted(values)
+        peak = [max(values[q] for q in steps[: i + 1]) for i in range(len(steps))]
+        out[k + ":delta"] = {s: values[s] - values[p] for p, s in zip(steps, steps[1:])}
+        out[k + ":of_first"] = {s: values[s] - values[steps[0]] for s in steps}
+        out[k + ":of_peak"] = {s: values[s] / pk if pk > 0 else 1.0 for s, pk in zip(steps, peak)}
+    return out
+
+
 def separable_at(run: dict[str, dict[int, float]], learners: list[dict[str, dict[int, float]]],
                  first: int, last: int, min_learners: int = 3) -> tuple[int, list[str]] | None:
     """The first step in [first, last] at which some metric of `run` lies outside the range
@@ -170,17 +184,18 @@ def separable_at(run: dict[str, dict[int, float]], learners: list[dict[str, dict
 
 
 def bound(labels: list[dict]) -> dict:
-    """The lead of the oracle detector (`separable_at`) on every collapse: an upper bound on what
-    any detector that warns no learning run of the corpus can reach, on the behaviour metrics."""
+    """The lead of the oracle detector (`separable_at` on the behaviour metrics `with_history`)
+    on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
+    onset counts as lead 0 (generous: a real detector would warn later or never)."""
     learners: dict[str, list] = {}
     for lab in labels:
         if lab["label"] == "learns":
-            learners.setdefault(lab["env"], []).append(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
+            learners.setdefault(lab["env"], []).append(with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl"))))
     leads = []
     for lab in labels:
         if lab["label"] != "collapse":
             continue
-        run = by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl"))
+        run = with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
         found = separable_at(run, learners.get(lab["env"], []), BOUND_FROM, lab["onset"])
         lead = lab["onset"] - found[0] if found else 0
         leads.append(lead)

@@ -51,3 +51,13 @@ def test_separable_at_is_the_first_step_outside_every_learners_range():
     assert hc.separable_at({"m": {2: 0.1, 3: 0.4}, "n": {2: 9.0}}, learners, 2, 6) is None
     assert hc.separable_at({"m": {2: 0.05}}, learners, 2, 6) == (2, ["m"])
     assert hc.separable_at({"m": {2: 0.05}}, learners, 3, 6) is None  # before `first`: not looked at
+
+
+def test_with_history_by_hand():
+    hc = _bench()
+    out = hc.with_history({"m": {1: 2.0, 2: 4.0, 4: 1.0}})
+    assert out["m"] == {1: 2.0, 2: 4.0, 4: 1.0}
+    assert out["m:delta"] == {2: 2.0, 4: -3.0}
+    assert out["m:of_first"] == {1: 0.0, 2: 2.0, 4: -1.0}
+    assert out["m:of_peak"] == {1: 1.0, 2: 1.0, 4: 0.25}
+    assert hc.with_history({"z": {1: 0.0, 2: 0.0}})["z:of_peak"] == {1: 1.0, 2: 1.0}
