@@ -16,7 +16,8 @@ path to the goal; goal_distance in envs/frozenlake.py), at the reply's first tok
 the move word with and without a leading space. Metric: share of held-out states (the spec's
 validation seeds) whose highest-probability move is correct, beside what state-blind choices
 score on the same states (the best fixed move; uniform random = mean share of correct moves).
-Prints one JSON line per evaluation.
+Prints one JSON line per evaluation, with the mean training loss since the previous one (a
+uniform choice among the four moves scores 0.69 where two are correct, 1.39 where one is).
 """
 
 from __future__ import annotations
@@ -131,19 +132,23 @@ def main(argv: list[str] | None = None) -> int:
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     names = list(MOVES)
     rng = random.Random(args.seed)
-    t0 = time.perf_counter()
+    t0, losses = time.perf_counter(), []
     for step in range(args.steps + 1):
         if step % args.eval_every == 0 or step == args.steps:
             model.eval()
             acc = evaluate(model, held, pad_id, ids)
-            print(json.dumps({"step": step, "held_out_correct": round(acc, 4), "minutes": round((time.perf_counter() - t0) / 60, 1)}), flush=True)
+            train_loss = round(sum(losses) / len(losses), 4) if losses else None  # since the last evaluation
+            print(json.dumps({"step": step, "held_out_correct": round(acc, 4), "train_loss": train_loss,
+                              "minutes": round((time.perf_counter() - t0) / 60, 1)}), flush=True)
             model.train()
+            losses = []
         if step == args.steps:
             break
         chunk = rng.sample(train, args.batch)
         logp = move_logprobs(model, [p for p, _ in chunk], pad_id, ids)
         want = torch.tensor([[m in ok for m in names] for _, ok in chunk])
         loss = -torch.logsumexp(logp.masked_fill(~want, -math.inf), dim=-1).mean()
+        losses.append(loss.item())
         opt.zero_grad()
         loss.backward()
         opt.step()
