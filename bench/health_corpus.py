@@ -187,16 +187,18 @@ def bound(labels: list[dict]) -> dict:
     """The lead of the oracle detector (`separable_at` on the behaviour metrics `with_history`)
     on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
     onset counts as lead 0 (generous: a real detector would warn later or never)."""
+    def read(lab: dict) -> dict[str, dict[int, float]]:
+        return with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
+
     learners: dict[str, list] = {}
     for lab in labels:
         if lab["label"] == "learns":
-            learners.setdefault(lab["env"], []).append(with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl"))))
+            learners.setdefault(lab["env"], []).append(read(lab))
     leads = []
     for lab in labels:
         if lab["label"] != "collapse":
             continue
-        run = with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
-        found = separable_at(run, learners.get(lab["env"], []), BOUND_FROM, lab["onset"])
+        found = separable_at(read(lab), learners.get(lab["env"], []), BOUND_FROM, lab["onset"])
         lead = lab["onset"] - found[0] if found else 0
         leads.append(lead)
         print(f"{lab['run']:28s} onset {lab['onset']:>3}  oracle warns at {found[0] if found else '-':>3}  "

@@ -50,9 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args(argv)
+    from ragen_cli.monitor.jsonl import read_jsonl
+
     total: list[dict] = []
     for path in args.files:
-        trajs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        trajs = read_jsonl(path)
         total += trajs
         print(json.dumps({"file": str(path), **summarise(trajs)}))
     if len(args.files) > 1:
