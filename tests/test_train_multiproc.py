@@ -49,6 +49,8 @@ def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
     assert len(checks) == 2 and checks[0] == checks[1]
     metrics = [json.loads(line) for line in (tmp_path / "mp" / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [1, 2] and metrics[-1]["actor/grad_norm"] > 0
+    # rank 0's rollout metrics count both ranks' episodes (2 groups x 2 rollouts; 2 each rank)
+    assert [m["train/episodes"] for m in metrics] == [4.0, 4.0]
     assert (tmp_path / "mp" / "checkpoints" / "step-2" / "model" / "config.json").is_file()
 
 

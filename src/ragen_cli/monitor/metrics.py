@@ -56,7 +56,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("reward/task_mean", "reward", "Mean task reward: the env's own reward, without format penalty or progress shaping."),
     ("reward/task_in_group_std", "reward", "Mean over groups of the std of a group's N task rewards (unshaped, before the filter)."),
     ("train/success", "fraction", "Share of training episodes that ended in success."),
-    ("train/episodes", "count", "Training episodes behind train/success this step (P x N on one process): its sample size."),
+    ("train/episodes", "count", "Training episodes behind train/success this step (P x N, over all processes): its sample size."),
     ("train/chose_high_ev", "fraction", "Share of training episodes whose env reported `chose_high_ev` (Bandit: picked the higher-expected-value arm); absent for envs that do not report it."),
     ("val/<env>/success", "fraction", "Share of validation episodes of env `<env>` that ended in success."),
     ("val/<env>/reward", "reward", "Mean validation episode reward on env `<env>`."),

@@ -24,7 +24,7 @@ def training_history(records: list[dict]) -> list[dict]:
 
 def with_episodes(history: list[dict], spec: object) -> list[dict]:
     """Runs recorded before `train/episodes` existed (2026-11-26): take it from the spec's
-    env.train groups x group_size, what one process rolled out per step."""
+    env.train groups x group_size, what a one-process run rolled out per step."""
     env = spec.get("env") if isinstance(spec, dict) else None
     train = env.get("train") if isinstance(env, dict) else None
     groups, size = (train.get("groups"), train.get("group_size")) if isinstance(train, dict) else (None, None)

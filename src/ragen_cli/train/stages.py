@@ -30,7 +30,7 @@ def gather_rollouts(run, seeds: list[int], step: int):
     """Every process rolls out its share of the groups; all processes get all trajectories,
     grouped in seed order (group = index into `seeds`)."""
     from ragen_cli.rollout.context import example_groups
-    from ragen_cli.rollout.driver import timed_rollouts
+    from ragen_cli.rollout.driver import rollout_stats, timed_rollouts
 
     spec = run.spec
     mine = list(range(run.rank, len(seeds), run.world))
@@ -39,15 +39,17 @@ def gather_rollouts(run, seeds: list[int], step: int):
                                   spec.env.train.group_size, spec.rollout, spec.model.max_context,
                                   sample_seed(spec.train.seed, step, run.rank),
                                   shown=sum(g < shown for g in mine))
-    stats["episode/example_frac"] = shown / len(seeds)
     for t in trajs:
         t.group = mine[t.group]
     if run.world > 1:
         parts: list = [None] * run.world
-        torch.distributed.all_gather_object(parts, trajs)
-        trajs = sorted((t for part in parts for t in part), key=lambda t: t.group)
-        if run.rank != 0:
-            stats = {}
+        torch.distributed.all_gather_object(parts, (trajs, stats["timing/rollout_s"]))
+        trajs = sorted((t for part, _ in parts for t in part), key=lambda t: t.group)
+        # rank 0's metrics speak for the whole batch (the health verdict reads them): the rollout
+        # stats over every rank's trajectories, timed by the slowest rank
+        stats = rollout_stats(trajs, max(seconds for _, seconds in parts)) if run.rank == 0 else {}
+    if stats:
+        stats["episode/example_frac"] = shown / len(seeds)
     return trajs, stats
 
 
