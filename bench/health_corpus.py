@@ -183,6 +183,12 @@ def separable_at(run: dict[str, dict[int, float]], learners: list[dict[str, dict
     return None
 
 
+def held_out_envelope(learners: list[dict[str, dict[int, float]]], first: int, last: int) -> list:
+    """`separable_at` for each learning run against all the others: where the oracle's envelope,
+    fitted without that run, would have warned it (None: never)."""
+    return [separable_at(run, learners[:i] + learners[i + 1:], first, last) for i, run in enumerate(learners)]
+
+
 def bound(labels: list[dict]) -> dict:
     """The lead of the oracle detector (`separable_at` on the behaviour metrics `with_history`)
     on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
@@ -194,16 +200,36 @@ def bound(labels: list[dict]) -> dict:
     for lab in labels:
         if lab["label"] == "learns":
             learners.setdefault(lab["env"], []).append(read(lab))
-    leads = []
+    leads, coll_at = [], []
     for lab in labels:
         if lab["label"] != "collapse":
             continue
         found = separable_at(read(lab), learners.get(lab["env"], []), BOUND_FROM, lab["onset"])
         lead = lab["onset"] - found[0] if found else 0
         leads.append(lead)
+        coll_at.append(found[0] if found else None)
         print(f"{lab['run']:28s} onset {lab['onset']:>3}  oracle warns at {found[0] if found else '-':>3}  "
               f"lead {lead:>3}  {', '.join(found[1]) if found else ''}")
-    summary = {"collapse_runs": len(leads), "oracle_median_lead": statistics.median(leads) if leads else None}
+    # The same envelope held out: each learning run against the other learning runs of its env, over
+    # the steps the collapses were read on. A learning run outside the others' range is one the
+    # envelope, used as a detector, would have warned.
+    horizon = max((lab["onset"] for lab in labels if lab["label"] == "collapse"), default=BOUND_FROM)
+    learn_at = []
+    for env, runs in learners.items():
+        names = [lab["run"] for lab in labels if lab["label"] == "learns" and lab["env"] == env]
+        for name, found in zip(names, held_out_envelope(runs, BOUND_FROM, horizon)):
+            learn_at.append(found[0] if found else None)
+            print(f"{name:28s} learns     held out, the others' envelope warns at {found[0] if found else '-':>3}  "
+                  f"{', '.join(found[1][:3]) if found else ''}{' ...' if found and len(found[1]) > 3 else ''}")
+    last = None
+    for step in range(BOUND_FROM, horizon + 1):  # the steps at which either count grows
+        counts = tuple(sum(a is not None and a <= step for a in at) for at in (coll_at, learn_at))
+        if counts != last:
+            print(f"by step {step:>2}: warned {counts[0]}/{len(coll_at)} collapses (before their onsets), "
+                  f"{counts[1]}/{len(learn_at)} held-out learning runs")
+        last = counts
+    summary = {"collapse_runs": len(leads), "oracle_median_lead": statistics.median(leads) if leads else None,
+               "learning_runs": len(learn_at), "held_out_learners_warned": sum(a is not None for a in learn_at)}
     print(json.dumps(summary))
     return summary
 

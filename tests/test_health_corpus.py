@@ -61,3 +61,10 @@ def test_with_history_by_hand():
     assert out["m:of_first"] == {1: 0.0, 2: 2.0, 4: -1.0}
     assert out["m:of_peak"] == {1: 1.0, 2: 1.0, 4: 0.25}
     assert hc.with_history({"z": {1: 0.0, 2: 0.0}})["z:of_peak"] == {1: 1.0, 2: 1.0}
+
+
+def test_held_out_envelope_warns_a_run_outside_the_others():
+    hc = _bench()
+    runs = [{"m": {2: 0.1}}, {"m": {2: 0.2}}, {"m": {2: 0.3}}, {"m": {2: 0.9}}]
+    # held out: 0.1 is below [0.2, 0.9], 0.9 above [0.1, 0.3]; 0.2 and 0.3 lie inside the others' range
+    assert hc.held_out_envelope(runs, 2, 5) == [(2, ["m"]), None, None, (2, ["m"])]
