@@ -225,10 +225,13 @@ def bound(labels: list[dict]) -> dict:
     for step in range(BOUND_FROM, horizon + 1):  # the steps at which either count grows
         counts = tuple(sum(a is not None and a <= step for a in at) for at in (coll_at, learn_at))
         if counts != last:
-            print(f"by step {step:>2}: warned {counts[0]}/{len(coll_at)} collapses (before their onsets), "
+            print(f"by step {step:>2}: warned {counts[0]}/{len(coll_at)} collapses (by their onsets), "
                   f"{counts[1]}/{len(learn_at)} held-out learning runs")
         last = counts
+    # No detector that reads the runs can warn before BOUND_FROM: onset - BOUND_FROM caps each lead
+    cap = [lab["onset"] - BOUND_FROM for lab in labels if lab["label"] == "collapse"]
     summary = {"collapse_runs": len(leads), "oracle_median_lead": statistics.median(leads) if leads else None,
+               "cap_median_lead": statistics.median(cap) if cap else None,
                "learning_runs": len(learn_at), "held_out_learners_warned": sum(a is not None for a in learn_at)}
     print(json.dumps(summary))
     return summary
