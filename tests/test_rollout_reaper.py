@@ -107,3 +107,24 @@ def test_vllm_engine_processes_end_when_the_trainer_is_sigkilled(tiny_model_dir)
         owner.send_signal(signal.SIGKILL)
         owner.wait()
     assert not left_after(tree, 20.0)
+
+
+def _sigblk(text: str) -> int:
+    return int(next(line.split()[1] for line in text.splitlines() if line.startswith("SigBlk")), 16)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads signal masks from /proc (Linux)")
+def test_children_started_in_ctrl_c_spared_never_see_sigint():
+    from multiprocessing import resource_tracker
+
+    from ragen_cli.rollout.reaper import ctrl_c_spared
+
+    show = [sys.executable, "-c", "print(open('/proc/self/status').read())"]
+    before = _sigblk(open("/proc/self/status").read())
+    with ctrl_c_spared():
+        resource_tracker.ensure_running()  # what vLLM's spawn does: must not undo the block
+        inside = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    after = subprocess.run(show, capture_output=True, text=True, check=True).stdout
+    sigint = 1 << (signal.SIGINT - 1)  # signal 2: bit 1 of the mask, 0x2
+    assert _sigblk(inside) & sigint
+    assert not _sigblk(after) & sigint and _sigblk(open("/proc/self/status").read()) == before

@@ -13,13 +13,23 @@ end of the pipe open.) The owner's own clean shutdown closes the engine first, s
 then finds nothing left to do.
 
 Linux only (/proc); elsewhere `start_reaper` does nothing and returns None.
+
+`ctrl_c_spared()` keeps the engine's processes out of a terminal's Ctrl-C. A terminal sends
+SIGINT to its whole foreground process group, and vLLM's EngineCore shuts down on SIGINT, so
+the trainer, which answers Ctrl-C by finishing its step and saving a checkpoint, lost its engine
+mid-step and ended with EngineDeadError and no checkpoint. Processes started inside the block
+inherit a signal mask with SIGINT blocked (kept across fork and exec, whichever way vLLM starts
+them; on CPU it spawns), so they never see it; the trainer alone gets the Ctrl-C and shuts the
+engine down itself (SIGTERM), and the reaper ends them if it cannot.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 
 _SCRIPT = r"""
 import os, signal, sys, time
@@ -89,3 +99,20 @@ def start_reaper(interval: float = 1.0, grace: float = 5.0) -> subprocess.Popen 
     _STARTED[me] = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(me), str(interval), str(grace)],
                                     stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     return _STARTED[me]
+
+
+@contextmanager
+def ctrl_c_spared():
+    """Processes started inside this block never receive SIGINT (see the module docstring); a
+    Ctrl-C that reaches the calling thread meanwhile is delivered when the block ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # starting, it unblocks SIGINT in this thread: start it first
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)

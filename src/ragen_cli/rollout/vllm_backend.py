@@ -75,10 +75,11 @@ class VLLMBackend:
             raise ValueError("weight_sync tensors hands the worker the trainer's tensors, which needs the engine in "
                              "this process (VLLM_ENABLE_V1_MULTIPROCESSING=0, which the Plan sets on CUDA)")
         self.weight_sync = weight_sync
-        from ragen_cli.rollout.reaper import start_reaper
+        from ragen_cli.rollout.reaper import ctrl_c_spared, start_reaper
 
         start_reaper()  # the engine's processes end with this one, even on SIGKILL
-        self.llm = LLM(**{k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()})
+        with ctrl_c_spared():  # and a terminal's Ctrl-C reaches this process only, not the engine
+            self.llm = LLM(**{k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()})
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
 
     # ------------------------------------------------------------------ interface
