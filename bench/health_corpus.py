@@ -189,6 +189,17 @@ def held_out_envelope(learners: list[dict[str, dict[int, float]]], first: int, l
     return [separable_at(run, learners[:i] + learners[i + 1:], first, last) for i, run in enumerate(learners)]
 
 
+def warned_by(*warned_at: list, first: int, last: int) -> list[tuple[int, tuple[int, ...]]]:
+    """For each list of first-warning steps (None: never), how many were warned by each step in
+    [first, last]; only the steps at which some count grows."""
+    out: list = []
+    for step in range(first, last + 1):
+        counts = tuple(sum(a is not None and a <= step for a in at) for at in warned_at)
+        if not out or counts != out[-1][1]:
+            out.append((step, counts))
+    return out
+
+
 def bound(labels: list[dict]) -> dict:
     """The lead of the oracle detector (`separable_at` on the behaviour metrics `with_history`)
     on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
@@ -221,13 +232,9 @@ def bound(labels: list[dict]) -> dict:
             learn_at.append(found[0] if found else None)
             print(f"{name:28s} learns     held out, the others' envelope warns at {found[0] if found else '-':>3}  "
                   f"{', '.join(found[1][:3]) if found else ''}{' ...' if found and len(found[1]) > 3 else ''}")
-    last = None
-    for step in range(BOUND_FROM, horizon + 1):  # the steps at which either count grows
-        counts = tuple(sum(a is not None and a <= step for a in at) for at in (coll_at, learn_at))
-        if counts != last:
-            print(f"by step {step:>2}: warned {counts[0]}/{len(coll_at)} collapses (by their onsets), "
-                  f"{counts[1]}/{len(learn_at)} held-out learning runs")
-        last = counts
+    for step, (c, n) in warned_by(coll_at, learn_at, first=BOUND_FROM, last=horizon):
+        print(f"by step {step:>2}: warned {c}/{len(coll_at)} collapses (by their onsets), "
+              f"{n}/{len(learn_at)} held-out learning runs")
     # No detector that reads the runs can warn before BOUND_FROM: onset - BOUND_FROM caps each lead
     cap = [lab["onset"] - BOUND_FROM for lab in labels if lab["label"] == "collapse"]
     summary = {"collapse_runs": len(leads), "oracle_median_lead": statistics.median(leads) if leads else None,

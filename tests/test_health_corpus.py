@@ -68,3 +68,9 @@ def test_held_out_envelope_warns_a_run_outside_the_others():
     runs = [{"m": {2: 0.1}}, {"m": {2: 0.2}}, {"m": {2: 0.3}}, {"m": {2: 0.9}}]
     # held out: 0.1 is below [0.2, 0.9], 0.9 above [0.1, 0.3]; 0.2 and 0.3 lie inside the others' range
     assert hc.held_out_envelope(runs, 2, 5) == [(2, ["m"]), None, None, (2, ["m"])]
+
+
+def test_warned_by_counts_first_warnings_at_each_step_they_grow():
+    hc = _bench()
+    # collapses warned at 2, 3, never; learners at 3, 3: by 2 -> (1, 0); by 3 -> (2, 2); 4, 5 unchanged
+    assert hc.warned_by([2, 3, None], [3, 3], first=2, last=5) == [(2, (1, 0)), (3, (2, 2))]

@@ -30,27 +30,27 @@ def gather_rollouts(run, seeds: list[int], step: int):
     """Every process rolls out its share of the groups; all processes get all trajectories,
     grouped in seed order (group = index into `seeds`)."""
     from ragen_cli.rollout.context import example_groups
-    from ragen_cli.rollout.driver import rollout_stats, timed_rollouts
+    from ragen_cli.rollout.driver import rollout_stats, run_rollouts
 
     spec = run.spec
     mine = list(range(run.rank, len(seeds), run.world))
     shown = example_groups(step, len(seeds), spec.rollout.answer_example_steps)
-    trajs, stats = timed_rollouts(run.backend, run.tokenizer, spec.env.train, [seeds[g] for g in mine],
-                                  spec.env.train.group_size, spec.rollout, spec.model.max_context,
-                                  sample_seed(spec.train.seed, step, run.rank),
-                                  shown=sum(g < shown for g in mine))
+    start = time.perf_counter()
+    trajs = run_rollouts(run.backend, run.tokenizer, spec.env.train, [seeds[g] for g in mine],
+                         spec.env.train.group_size, spec.rollout, spec.model.max_context,
+                         sample_seed(spec.train.seed, step, run.rank), shown=sum(g < shown for g in mine))
+    seconds = time.perf_counter() - start
     for t in trajs:
         t.group = mine[t.group]
     if run.world > 1:
         parts: list = [None] * run.world
-        torch.distributed.all_gather_object(parts, (trajs, stats["timing/rollout_s"]))
+        torch.distributed.all_gather_object(parts, (trajs, seconds))
         trajs = sorted((t for part, _ in parts for t in part), key=lambda t: t.group)
-        # rank 0's metrics speak for the whole batch (the health verdict reads them): the rollout
-        # stats over every rank's trajectories, timed by the slowest rank
-        stats = rollout_stats(trajs, max(seconds for _, seconds in parts)) if run.rank == 0 else {}
-    if stats:
-        stats["episode/example_frac"] = shown / len(seeds)
-    return trajs, stats
+        seconds = max(s for _, s in parts)  # the ranks roll out side by side: the slowest sets the time
+        if run.rank != 0:
+            return trajs, {}
+    # rank 0's metrics speak for the whole batch (the health verdict reads them)
+    return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds)}
 
 
 def single_pass(spec, rows: int, mini_rows: int) -> bool:
