@@ -6,13 +6,19 @@ Layout (docs/internals.md): `spec.yaml`, `plan.json`, `metrics.jsonl` (one objec
 
 After a resume the trainer repeats the steps after its checkpoint, so metrics.jsonl can hold a
 step twice; `read_metrics()` keeps the last line of each step.
+
+One `ragen train` at a time writes a run directory: `lock_run_dir` takes an exclusive `flock`
+on `.train.lock` for the life of the process (the kernel frees it when the process dies, so a
+crashed or killed run leaves nothing stuck); the file names the holder (pid, host, start).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import socket
 import time
 from pathlib import Path
 
@@ -25,6 +31,13 @@ _TRAJ_FILE = re.compile(r"^step-(\d+)\.jsonl$")
 
 class RunDirError(Exception):
     """A run directory cannot be created or written as asked."""
+
+
+class RunDirLocked(RunDirError):
+    """Another live process holds the run directory's lock."""
+
+
+LOCK_NAME = ".train.lock"
 
 
 class MetricsTail(JsonlTail):
@@ -76,7 +89,7 @@ class RunDir:
         """
         if self.path.exists() and not self.path.is_dir():
             raise RunDirError(f"{self.path} exists and is not a directory")
-        if self.path.is_dir() and any(self.path.iterdir()) and not resume:
+        if self.path.is_dir() and any(p.name != LOCK_NAME for p in self.path.iterdir()) and not resume:
             raise RunDirError(
                 f"run directory {self.path} already exists and is not empty; "
                 "resume it (ragen train --resume) or choose another run name"
@@ -157,6 +170,67 @@ class RunDir:
 
     def tail_events(self) -> JsonlTail:
         return JsonlTail(self.events_path)
+
+
+class RunLock:
+    """The held lock of a run directory (`lock_run_dir`); `release()` or process death frees it.
+
+    `held` is False (and `note` says why) on a filesystem without `flock` (ENOLCK, e.g. some
+    NFS mounts): the run goes on unguarded rather than not at all.
+    """
+
+    def __init__(self, path: Path, fd: int | None, note: str = "") -> None:
+        self.path, self._fd, self.note = path, fd, note
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        """Unlock; the file stays (deleting it would let a third process lock a new inode
+        while a second still waits on the old one)."""
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+
+def lock_run_dir(path: str | os.PathLike) -> RunLock:
+    """Take `path`'s writer lock (creating the directory); RunDirLocked names the live holder.
+
+    Only the launching process (rank 0's parent, or the in-process trainer) takes it. The lock
+    is not inherited by launched workers (Python opens files close-on-exec).
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} exists and is not a directory")
+    path.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        raise RunDirLocked(
+            f"run directory {path} is in use by another ragen train ({holder}); wait for it to end "
+            "or stop it (a run that crashed or was killed does not hold this lock)") from None
+    except OSError as exc:
+        os.close(fd)
+        return RunLock(path, None, f"cannot lock {path / LOCK_NAME} ({exc.strerror}): "
+                                   "nothing stops a second run from writing here")
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+    return RunLock(path, fd)
+
+
+def _lock_holder(fd: int) -> str:
+    """'pid P on HOST since TIME' from a lock file's contents (as far as they can be read)."""
+    try:
+        info = json.loads(os.pread(fd, 4096, 0) or b"null")
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info["started"])))
+        return f"pid {int(info['pid'])} on {info['host']} since {when}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "its pid is not recorded yet"
 
 
 def dedupe_steps(records: list[dict]) -> list[dict]:

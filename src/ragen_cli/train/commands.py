@@ -47,9 +47,13 @@ def train(
         return
     _model_or_exit(loaded.spec.model.name)
     run_dir = resume if resume is not None else Path(plan.run_dir)
-    _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
-    typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
-    code = _run(loaded.spec, plan, run_dir, resume is not None)
+    lock = _lock_or_exit(run_dir)  # held until this process ends: one writer per run directory
+    try:
+        _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
+        typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
+        code = _run(loaded.spec, plan, run_dir, resume is not None)
+    finally:
+        lock.release()
     if code:
         raise typer.Exit(code)
 
@@ -108,6 +112,20 @@ def _print_plan(plan, provenance, as_json: bool) -> None:
     from ragen_cli.compile.render import print_plan
 
     print_plan(plan, provenance)
+
+
+def _lock_or_exit(run_dir: Path):
+    """The run directory's writer lock; another live run holding it is exit 2 (its pid named)."""
+    from ragen_cli.monitor.rundir import RunDirError, lock_run_dir
+
+    try:
+        lock = lock_run_dir(run_dir)
+    except RunDirError as exc:
+        typer.echo(f"ragen train: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if lock.note:
+        typer.echo(f"ragen train: warning: {lock.note}", err=True)
+    return lock
 
 
 def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
