@@ -23,13 +23,19 @@ def main(model_dir: str) -> dict:
 
     tok = load_tokenizer(model_dir)
     model = load_causal_lm(model_dir, "float32")
+    import torch
+
     hf = HFBackend(model, tok)
+    torch.manual_seed(1234)  # the trainer's generator; the engine in this process must not move it
+    before = torch.get_rng_state()
     vllm = VLLMBackend(model_dir, "float32", max_model_len=1024, seed=0, kv_cache_gib=1, weight_sync="tensors")
+    vllm.generate([tok.encode("Hello")], n=2, max_tokens=4, temperature=1.0, top_p=1.0, seed=5)
+    rng_kept = bool(torch.equal(before, torch.get_rng_state()))
     try:
         from vllm.v1.engine.core_client import InprocClient
 
         probe = tok.encode("Push the box onto the target: the box is at (2, 3), you stand at (1, 3), the target at (4, 3).")
-        res = {"in_process": isinstance(vllm.llm.llm_engine.engine_core, InprocClient)}
+        res = {"in_process": isinstance(vllm.llm.llm_engine.engine_core, InprocClient), "rng_kept": rng_kept}
         res["stale_gap"], res["synced_gap"], res["restored_gap"] = sync_round_trip(model, hf, vllm, probe, 1)
         return res
     finally:

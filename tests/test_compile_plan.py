@@ -94,7 +94,7 @@ def test_cluster_2x8_plan(monkeypatch):
     assert (ds["train_batch_size"], ds["train_micro_batch_size_per_gpu"], ds["gradient_accumulation_steps"]) == (16, 1, 1)
     assert ds["zero_optimization"] == {"stage": 2}
     assert ds["bf16"] == {"enabled": True}
-    assert ds["optimizer"]["params"] == {"lr": 1e-6, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": False}
+    assert ds["optimizer"]["params"] == {"lr": 1e-6, "betas": [0.9, 0.999], "eps": 1e-8, "weight_decay": 0.01, "torch_adam": True, "fused": True}
     assert "scheduler" not in ds  # constant schedule without warm-up
     assert plan.critic_deepspeed["optimizer"]["params"]["lr"] == 1e-5
     assert plan.device == "cuda" and plan.env == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # in-process engine: tensor sync

@@ -106,7 +106,7 @@ def tiny(tiny_model_dir):
 def test_reply_logprobs_equal_a_plain_forward(tiny):
     prompt = list(range(200, 240))
     replies = [[5, 6, 7], [8], [9, 10, 11, 12, 13]]
-    got = reply_logprobs(tiny, prompt, replies, chunk=2)  # two chunks, padding in each
+    got = reply_logprobs(tiny, prompt, replies, chunk=2).tolist()  # two chunks, padding in each
     for r, value in zip(replies, got):
         ids = torch.tensor([prompt + r])
         with torch.no_grad():
@@ -130,7 +130,7 @@ def test_cross_matrix_columns_are_prompts(tiny, shared_len):
     m = cross_matrix(tiny, prompts, replies)
     assert len(m) == 3 and len(m[0]) == 3
     for j, p in enumerate(prompts):
-        col = reply_logprobs(tiny, p, replies)  # no shared pass
+        col = reply_logprobs(tiny, p, replies).tolist()  # no shared pass
         assert [row[j] for row in m] == pytest.approx(col, abs=1e-4)
 
 

@@ -82,6 +82,7 @@ def test_tensor_weight_sync_with_the_engine_in_process(tiny_model_dir):
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     res = json.loads(lines[-1][len("RESULT "):])
     assert res["in_process"] and res["stale_gap"] > STALE
+    assert res["rng_kept"]  # building the engine and sampling left the trainer's generator as it was
     assert res["synced_gap"] < SYNCED and res["restored_gap"] < SYNCED
 
 

@@ -1,7 +1,9 @@
 """Policy, value, entropy and KL terms of the StarPO update (RAGEN arXiv 2504.20073 sections 3-4).
 
 Shapes: ``B`` trajectories, ``T`` tokens, ``V`` vocabulary. ``mask[B,T]`` is the loss mask.
-Losses are scalars with gradients; ``stats`` are detached Python floats for the metrics table.
+Losses are scalars with gradients; ``stats`` are detached 0-d tensors on the inputs' device (the
+update averages them there and reads them once per update: no host sync per micro-batch, and no
+read at all of a tensor on a device that cannot give values back, as a test's ``meta`` device).
 Every function is defined for all-masked rows and all-masked batches (0, never NaN).
 """
 
@@ -65,7 +67,7 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
 
 
 def rollout_is_weights(old_logp: torch.Tensor, sample_logp: torch.Tensor, mask: torch.Tensor,
-                       cap: float) -> tuple[torch.Tensor, dict[str, float]]:
+                       cap: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Truncated importance weights of the sampler mismatch -> ``(weights, stats)``.
 
     The rollout engine drew the tokens, so the PPO ratio's ``pi_old`` (the trainer's log-probs
@@ -83,8 +85,8 @@ def rollout_is_weights(old_logp: torch.Tensor, sample_logp: torch.Tensor, mask: 
         raise ValueError(f"cap must be > 1, got {cap}")
     ratio = torch.exp(torch.clamp(old_logp.detach() - sample_logp.detach(), -20.0, 20.0))
     weights = torch.clamp(ratio, max=cap)
-    stats = {"is_truncated_frac": masked_mean((ratio > cap).float(), mask).item(),
-             "is_weight_mean": masked_mean(weights, mask).item()}
+    stats = {"is_truncated_frac": masked_mean((ratio > cap).float(), mask),
+             "is_weight_mean": masked_mean(weights, mask)}
     return weights, stats
 
 
@@ -98,7 +100,7 @@ def policy_loss(
     dual_clip_c: float | None,
     agg: str,
     weights: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, dict[str, float]]:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """PPO clipped surrogate with decoupled clip bounds and optional dual clip -> ``(loss, stats)``.
 
     PPO: Schulman et al. 2017 eqn. 7, ``L = -min(ratio A, clip(ratio, 1-eps, 1+eps) A)``, here with
@@ -140,10 +142,10 @@ def policy_loss(
     with torch.no_grad():
         r = ratio.detach()
         stats = {
-            "clipfrac_high": masked_mean(((adv > 0) & (r > 1.0 + clip_high)).float(), mask).item(),
-            "clipfrac_low": masked_mean(((adv < 0) & (r < 1.0 - clip_low)).float(), mask).item(),
-            "dual_clipfrac": masked_mean(dual_active.float(), mask).item(),
-            "approx_kl": masked_mean((r - 1.0) - log_ratio.detach(), mask).item(),
+            "clipfrac_high": masked_mean(((adv > 0) & (r > 1.0 + clip_high)).float(), mask),
+            "clipfrac_low": masked_mean(((adv < 0) & (r < 1.0 - clip_low)).float(), mask),
+            "dual_clipfrac": masked_mean(dual_active.float(), mask),
+            "approx_kl": masked_mean((r - 1.0) - log_ratio.detach(), mask),
         }
     return loss, stats
 
@@ -201,7 +203,7 @@ def value_loss(
         sq = torch.maximum(sq, sq_clip)
     loss = aggregate(0.5 * sq, mask, agg)
     stats = {
-        "vf_clipfrac": masked_mean(clipped_frac.float(), mask).item(),
+        "vf_clipfrac": masked_mean(clipped_frac.float(), mask),
         "explained_variance": explained_variance(values, returns, mask),
     }
     return loss, stats

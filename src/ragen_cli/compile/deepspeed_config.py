@@ -35,6 +35,15 @@ def zero_block(stage: int, offload: str, device: str) -> dict[str, Any]:
     return block
 
 
+def torch_adamw(device: str, offload: str) -> dict[str, Any]:
+    """Optimizer switches: always torch's AdamW (`torch_adam`). Without it DeepSpeed 0.19.8 picks
+    its FusedAdam on CUDA and DeepSpeedCPUAdam with offload, ops it JIT-compiles at first use with
+    nvcc / g++ and ninja, which a pip install does not bring (engine.get_optimizer_configuration).
+    On CUDA without offload, torch's own fused kernel (`fused`, built into torch, nothing to
+    compile); elsewhere torch's default (foreach) implementation."""
+    return {"torch_adam": True, **({"fused": True} if device == "cuda" and offload == "none" else {})}
+
+
 def scheduler_block(schedule: str, lr: float, warmup_steps: int, total_steps: int) -> dict[str, Any] | None:
     """DeepSpeed scheduler for `spec.train.schedule`, counted in optimizer steps.
 
@@ -75,8 +84,7 @@ def deepspeed_config(spec: RunSpec, sizes: Sizes, device: str, lr: float) -> dic
                 "betas": list(ADAM_BETAS),
                 "eps": ADAM_EPS,
                 "weight_decay": train.weight_decay,
-                # torch's AdamW: no JIT-compiled fused kernel needed on CPU (FEASIBILITY.md).
-                "torch_adam": device == "cpu",
+                **torch_adamw(device, ds.offload),
             },
         },
         "steps_per_print": QUIET_STEPS,

@@ -81,11 +81,23 @@ def vllm_sleeps(spec: RunSpec, device: str) -> bool:
     return spec.rollout.sleep != "off"
 
 
+EXTERNAL_LAUNCHER = "external_launcher"
+"""vLLM's executor for one engine per rank of a torchrun / deepspeed job (vllm 0.32.0,
+v1/executor/uniproc_executor.ExecutorWithExternalLauncher): the engine runs in the rank's own
+process (it sets VLLM_ENABLE_V1_MULTIPROCESSING=0), on the rank's device (LOCAL_RANK), and joins
+the process group the trainer already initialised; with tensor_parallel_size 1 each rank is its
+own "external data parallel" replica and generates its own prompts
+(distributed/parallel_state.initialize_model_parallel). Without it, vLLM's single-process
+executor uses local rank 0, so every rank's engine would land on cuda:0."""
+
+
 def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max_num_seqs: int | None = None,
-                  lora_rank: int | None = None, sleep: bool = False) -> dict[str, object]:
+                  lora_rank: int | None = None, sleep: bool = False, world: int = 1) -> dict[str, object]:
     """Keyword arguments of `vllm.LLM(...)`: the one definition, used for the Plan
     (`vllm_args`) and by `VLLMBackend` when it is built without a Plan (eval, benches).
-    `model` and `tokenizer` are the MODEL_DIR placeholder; the backend fills in the directory."""
+    `model` and `tokenizer` are the MODEL_DIR placeholder; the backend fills in the directory.
+    `world`: processes in the training job; above 1 each rank's engine comes up through vLLM's
+    external launcher (EXTERNAL_LAUNCHER)."""
     args: dict[str, object] = {
         "model": MODEL_DIR,
         "tokenizer": MODEL_DIR,
@@ -111,6 +123,8 @@ def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max
         args.update(enable_lora=True, max_lora_rank=vllm_lora_rank(lora_rank), max_loras=1)
     if sleep:
         args["enable_sleep_mode"] = True
+    if world > 1:
+        args["distributed_executor_backend"] = EXTERNAL_LAUNCHER
     return args
 
 
@@ -120,7 +134,8 @@ def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
     return engine_kwargs(dtype=PRECISION_DTYPES[spec.deepspeed.precision], max_model_len=spec.model.max_context,
                          seed=spec.train.seed, device=device,
                          max_num_seqs=spec.env.train.groups * spec.env.train.group_size,
-                         lora_rank=spec.model.lora.rank if adapter else None, sleep=vllm_sleeps(spec, device))
+                         lora_rank=spec.model.lora.rank if adapter else None, sleep=vllm_sleeps(spec, device),
+                         world=spec.deepspeed.world)
 
 
 def vllm_cpu_env(kv_cache_gib: int, cpu_count: int, world: int = 1) -> dict[str, str]:
@@ -139,8 +154,10 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
         env.update(vllm_cpu_env(spec.rollout.vllm_kv_cache_gib, cpu_count, world))
-    if device == "cuda" and spec.rollout.backend != "hf":
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: weight_sync_mode "tensors"
+    if spec.rollout.backend != "hf" and (device == "cuda" or world > 1):
+        # the engine in this process: weight_sync_mode "tensors" on CUDA; the external launcher
+        # with several ranks needs it (and would set it itself)
+        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if world == 1:
         # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI. Its
         # MASTER_PORT is a free port picked when the run starts (train.engine.single_process_env),

@@ -16,7 +16,7 @@ from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.launch import (Launch, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
                                       vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
-from ragen_cli.device import resolve_precision, with_precision
+from ragen_cli.device import PRECISION_DTYPES, resolve_precision, with_precision
 from ragen_cli.spec.models import RunSpec
 
 
@@ -43,6 +43,7 @@ class Plan:
     lora_sync: str | None = None  # "merged" | "adapter" with LoRA (rollout.lora_sync resolved), else None
     weight_sync: str = "file"  # "file" | "tensors": how full weights reach vLLM (launch.weight_sync_mode)
     turn_rows: bool = False  # rollout.update_context window: the update trains one row per turn, as sampled
+    placement: dict[str, dict[str, str]] | None = None  # engine -> {device, dtype} (`placement`)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -104,7 +105,36 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         lora_sync=lora_sync_mode(spec, device),
         weight_sync=weight_sync_mode(device),
         turn_rows=spec.rollout.update_context == "window",
+        placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
+                            spec.rollout.backend),
     )
+
+
+RANK_DEVICE = "cuda:{local_rank}"
+"""A rank's GPU: DeepSpeed puts each rank's engines on cuda:LOCAL_RANK (`placement_device`)."""
+
+
+def placement(device: str, precision: str, critic: bool, reference: bool, lora: bool, backend: str) -> dict[str, dict[str, str]]:
+    """Where each engine of a rank lives and in what dtype: the one rule the runtime obeys
+    (docs/internals.md, "Where tensors live"). On CUDA every engine of a rank shares that rank's
+    GPU: the actor and critic (DeepSpeed moves them there and casts them to the run's precision),
+    the KL reference (a frozen copy moved beside the actor, in its dtype; with LoRA the actor
+    itself with the adapter off) and the rollout engine (vLLM on the rank's GPU through its
+    external launcher with several ranks; HF generate samples with the actor's own module)."""
+    dev = RANK_DEVICE if device == "cuda" else "cpu"
+    dtype = PRECISION_DTYPES[precision]
+    out = {"actor": {"device": dev, "dtype": dtype}}
+    if critic:
+        out["critic"] = {"device": dev, "dtype": dtype}
+    if reference:
+        out["reference"] = {"device": dev, "dtype": dtype, "module": "actor, adapter off" if lora else "frozen copy"}
+    out["rollout"] = {"device": dev, "dtype": dtype, "module": "actor" if backend == "hf" else "engine"}
+    return out
+
+
+def placement_device(entry: dict[str, str], local_rank: int) -> str:
+    """A placement entry's device for the process with `local_rank` ("cuda:{local_rank}" -> cuda:1)."""
+    return entry["device"].format(local_rank=local_rank)
 
 
 def rollout_is_cap(mode: str, cap: float, precision: str) -> float | None:

@@ -1,8 +1,8 @@
 """HF backend: transformers `generate` on the policy model itself (torch imported lazily).
 
 - Batched and left-padded, KV cache on, in chunks of `batch_size` sequences.
-- Sampling is seeded: `torch.manual_seed(seed + chunk)` inside `torch.random.fork_rng`, so the
-  same call gives the same samples on CPU and the trainer's global RNG is left untouched.
+- Sampling is seeded: `torch.manual_seed(seed + chunk)` inside `rng.kept_rng`, so the same call
+  gives the same samples and the trainer's CPU and CUDA generators are left untouched.
 - The sampling distribution is the model's logits with temperature and top-p (top-k and every
   other processor off, like vLLM's defaults). The recorded log-probs are `log_softmax` of the
   raw logits (`output_logits`, temperature 1): the quantity the trainer recomputes.
@@ -99,7 +99,9 @@ class HFBackend:
         ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in chunk], device=device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
         config = self._generation_config(max_tokens, temperature, top_p)
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
+        from ragen_cli.rollout.rng import kept_rng
+
+        with kept_rng(), torch.no_grad():  # seeds every generator, CUDA's too: the trainer's come back
             torch.manual_seed(seed)
             out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
         new = out.sequences[:, width:]

@@ -78,7 +78,11 @@ class VLLMBackend:
         from ragen_cli.rollout.reaper import ctrl_c_spared, start_reaper
 
         start_reaper()  # the engine's processes end with this one, even on SIGKILL
-        with ctrl_c_spared():  # and a terminal's Ctrl-C reaches this process only, not the engine
+        from ragen_cli.rollout.rng import kept_rng
+
+        # a terminal's Ctrl-C reaches this process only, not the engine; and an engine in this
+        # process (CUDA, several ranks) seeds torch's generators: the trainer's come back after
+        with ctrl_c_spared(), kept_rng():
             self.llm = LLM(**{k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()})
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
 
@@ -100,7 +104,10 @@ class VLLMBackend:
             for i in range(len(prompts)) for j in range(copies)
         ]
         requests = [TokensPrompt(prompt_token_ids=list(p)) for p in prompts for _ in range(copies)]
-        outs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
+        from ragen_cli.rollout.rng import kept_rng
+
+        with kept_rng():  # per-request seeds: vLLM's own generators, never the trainer's
+            outs = self.llm.generate(requests, params, use_tqdm=False, lora_request=self.lora_request)
         flat = [self._sample(c) for out in outs for c in sorted(out.outputs, key=lambda c: c.index)]
         return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
 

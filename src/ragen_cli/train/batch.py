@@ -6,6 +6,11 @@ token j + 1 (its log-prob, its loss-mask bit, its reward) and the value of the s
 Token 0 is always prompt (the system message), never sampled, so nothing is lost.
 
 Shapes: `B` trajectories, `T` shifted tokens, `V` vocabulary.
+
+Devices (docs/internals.md, "Where tensors live"): a `Batch` lives on the CPU (collate builds it
+there; its bookkeeping, such as `rows` and `shared_prefixes`, reads values). The forward helpers
+move what a module reads onto that module's device (`module_device`) and return their results
+there; `score` brings them back to its caller's device.
 """
 
 from __future__ import annotations
@@ -46,6 +51,14 @@ class Batch:
             None if self.prefix_group is None else [self.prefix_group[i] for i in idx.tolist()],
         )
 
+    def to(self, device) -> "Batch":
+        """The same batch with its tensors on `device` (lists are host bookkeeping and stay)."""
+        def move(t):
+            return None if t is None else t.to(device)
+
+        return Batch(move(self.input_ids), move(self.attention_mask), move(self.mask), move(self.sample_logp),
+                     self.turn_end, self.turn_rewards, self.group, move(self.answer_mask), self.prefix_group)
+
     @property
     def tokens(self) -> int:
         """Real (non-padding) tokens, prompt and reply."""
@@ -75,6 +88,12 @@ def collate(trajs, prefix_group: list[int] | None = None) -> Batch:
     return Batch(ids, attn, mask[:, 1:], logp[:, 1:], [[e - 1 for e in t.turn_end] for t in trajs],
                  [list(t.turn_rewards) for t in trajs], [t.group for t in trajs], answer[:, 1:],
                  None if prefix_group is None else list(prefix_group))
+
+
+def module_device(module) -> torch.device:
+    """Where `module` computes: the device of its first parameter (a DeepSpeed engine, a peft
+    model and a plain HF model alike; DeepSpeed puts its module on `cuda:LOCAL_RANK`)."""
+    return next(module.parameters()).device
 
 
 def micro_slices(n: int, micro: int) -> list[list[int]]:
@@ -118,23 +137,24 @@ def shared_prefixes(mb: Batch) -> list[tuple[list[int], int]]:
     return out
 
 
-def _logits(module, mb: Batch, cols: torch.Tensor, prefix: int) -> torch.Tensor:
-    """Logits [B,K,V] at shifted columns `cols`; with `prefix` > 0 the first `prefix` tokens
-    (identical in every row) run once, batch 1, and their KV cache is repeated for the rows."""
+def _logits(module, ids: torch.Tensor, attn: torch.Tensor, cols: torch.Tensor, prefix: int) -> torch.Tensor:
+    """Logits [B,K,V] at shifted columns `cols` (ids, attn and cols on the module's device); with
+    `prefix` > 0 the first `prefix` tokens (identical in every row) run once, batch 1, and their KV
+    cache is repeated for the rows."""
     if prefix:
-        cache = module(input_ids=mb.input_ids[:1, :prefix], use_cache=True, logits_to_keep=1).past_key_values
+        cache = module(input_ids=ids[:1, :prefix], use_cache=True, logits_to_keep=1).past_key_values
         if cache is not None:  # None when the model cannot cache (e.g. gradient checkpointing)
-            cache.batch_repeat_interleave(len(mb))
-            return module(input_ids=mb.input_ids[:, prefix:], attention_mask=mb.attention_mask,
-                          past_key_values=cache, use_cache=True, logits_to_keep=cols - prefix).logits
-    return module(input_ids=mb.input_ids, attention_mask=mb.attention_mask, use_cache=False,
-                  logits_to_keep=cols).logits
+            cache.batch_repeat_interleave(ids.shape[0])
+            return module(input_ids=ids[:, prefix:], attention_mask=attn, past_key_values=cache, use_cache=True,
+                          logits_to_keep=cols - prefix).logits
+    return module(input_ids=ids, attention_mask=attn, use_cache=False, logits_to_keep=cols).logits
 
 
 def policy_forward(module, mb: Batch, with_entropy: bool,
                    share_prefix: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs [B,T] of the batch's tokens under `module` (a causal LM), and entropy [B,T];
-    0 in columns where no row has a sampled token.
+    0 in columns where no row has a sampled token. `mb` stays where it is (its bookkeeping is read
+    on the host); what the module reads goes to its device, and the results are on that device.
 
     Two savings, neither changing the result beyond float rounding:
     - the vocabulary projection and softmax run only at the sampled columns (`logits_to_keep`):
@@ -143,37 +163,44 @@ def policy_forward(module, mb: Batch, with_entropy: bool,
     - with `share_prefix`, the rows of one group run their common prompt once
       (`shared_prefixes`); gradients flow through the shared KV cache into the prompt pass."""
     B, T = mb.mask.shape
+    dev = module_device(module)
     parts = shared_prefixes(mb) if share_prefix else [(list(range(B)), 0)]
-    logp, entropy = torch.zeros(B, T), torch.zeros(B, T) if with_entropy else None
+    logp = torch.zeros(B, T, device=dev)
+    entropy = torch.zeros(B, T, device=dev) if with_entropy else None
     for rows, prefix in parts:
         sub = mb.rows(rows) if len(parts) > 1 else mb
-        cols = sampled_columns(sub.mask)
-        logits = _logits(module, sub, cols, prefix)
-        idx = torch.tensor(rows)
-        row_logp = torch.zeros(len(rows), T).index_copy(1, cols, logprobs_from_logits(logits, sub.input_ids[:, 1:][:, cols]))
+        cols = sampled_columns(sub.mask).to(dev)
+        ids, attn = sub.input_ids.to(dev), sub.attention_mask.to(dev)
+        logits = _logits(module, ids, attn, cols, prefix)
+        idx = torch.tensor(rows, device=dev)
+        row_logp = torch.zeros(len(rows), T, device=dev).index_copy(
+            1, cols, logprobs_from_logits(logits, ids[:, 1:][:, cols]))
         logp = logp.index_copy(0, idx, row_logp)
         if with_entropy:
-            row_ent = torch.zeros(len(rows), T).index_copy(1, cols, entropy_from_logits(logits))
+            row_ent = torch.zeros(len(rows), T, device=dev).index_copy(1, cols, entropy_from_logits(logits))
             entropy = entropy.index_copy(0, idx, row_ent)
     return logp, entropy
 
 
 def value_forward(module, mb: Batch) -> torch.Tensor:
-    """Critic values [B,T]: column j is V(state before token j+1)."""
-    out = module(input_ids=mb.input_ids, attention_mask=mb.attention_mask)
+    """Critic values [B,T] on the module's device: column j is V(state before token j+1)."""
+    dev = module_device(module)
+    out = module(input_ids=mb.input_ids.to(dev), attention_mask=mb.attention_mask.to(dev))
     return out.logits[:, :-1, 0].float()
 
 
 @torch.no_grad()
-def score(module, batch: Batch, micro: int, kind: str = "logp", share_prefix: bool = True) -> torch.Tensor:
+def score(module, batch: Batch, micro: int, kind: str = "logp", share_prefix: bool = True,
+          out_device: torch.device | str | None = None) -> torch.Tensor:
     """Log-probs ("logp") or values ("value") for the whole batch, `micro` rows at a time, on
-    the batch's full grid [B,T] (0 off-mask)."""
-    out = torch.zeros_like(batch.mask)
+    the batch's full grid [B,T] (0 off-mask), on `out_device` (default: the batch's device, where
+    the advantages and the update's bookkeeping read them), whatever device `module` runs on."""
+    out = torch.zeros(batch.mask.shape, device=out_device if out_device is not None else batch.mask.device)
     was_training = module.training
     module.eval()
     for idx in micro_slices(len(batch), micro):
         mb = batch.rows(idx)
         values = policy_forward(module, mb, False, share_prefix)[0] if kind == "logp" else value_forward(module, mb)
-        out[idx, : values.shape[1]] = values * mb.mask
+        out[idx, : values.shape[1]] = (values * mb.mask.to(values.device)).to(out.device)
     module.train(was_training)
     return out

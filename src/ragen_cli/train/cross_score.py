@@ -18,6 +18,7 @@ import torch
 
 from ragen_cli.algos.losses import logprobs_from_logits
 from ragen_cli.monitor.collapse import spread_sample
+from ragen_cli.train.batch import module_device
 
 
 def first_turn(input_ids: list[int], loss_mask: list[int], turn_end: list[int]) -> tuple[list[int], list[int]]:
@@ -85,16 +86,19 @@ def _extend(module, cache, ids: list[int]):
     cache = copy.deepcopy(cache) if cache is not None else None
     if not ids:
         return cache
-    return module(input_ids=torch.tensor([ids]), past_key_values=cache, use_cache=True, logits_to_keep=1).past_key_values
+    return module(input_ids=torch.tensor([ids], device=module_device(module)), past_key_values=cache,
+                  use_cache=True, logits_to_keep=1).past_key_values
 
 
 @torch.no_grad()
 def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: int = 16,
-                   shared: tuple = (None, 0)) -> list[float]:
-    """Mean per-token log p(reply | prompt) for each reply, `module` as it is (cross_matrix puts
-    it in eval mode). The prompt (all but its last token) runs once, on from `shared` = (KV cache
-    of its first k tokens, k) when given; its cache is copied and repeated for each chunk."""
-    out: list[float] = []
+                   shared: tuple = (None, 0)) -> torch.Tensor:
+    """Mean per-token log p(reply | prompt) for each reply [R], on the module's device, `module`
+    as it is (cross_matrix puts it in eval mode). The prompt (all but its last token) runs once,
+    on from `shared` = (KV cache of its first k tokens, k) when given; its cache is copied and
+    repeated for each chunk. Token ids are built on the host and moved to the module's device."""
+    dev = module_device(module)
+    out: list[torch.Tensor] = []
     base, k = shared
     prefix = _extend(module, base, prompt[k:-1])
     n_head = len(prompt) - 1
@@ -110,7 +114,8 @@ def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: i
             ids[b, : len(row)] = torch.tensor(row)
             target[b, : len(r)] = torch.tensor(r)
             mask[b, : len(r)] = 1.0
-        attn = torch.cat([torch.ones(len(part), n_head, dtype=torch.long), mask.long()], dim=1)
+        attn = torch.cat([torch.ones(len(part), n_head, dtype=torch.long), mask.long()], dim=1).to(dev)
+        ids, target, mask = ids.to(dev), target.to(dev), mask.to(dev)
         if prefix is not None:
             cache = copy.deepcopy(prefix)
             cache.batch_repeat_interleave(len(part))
@@ -118,8 +123,8 @@ def reply_logprobs(module, prompt: list[int], replies: list[list[int]], chunk: i
         else:
             logits = module(input_ids=ids, attention_mask=attn, use_cache=False).logits
         logp = logprobs_from_logits(logits.float(), target) * mask
-        out.extend((logp.sum(-1) / mask.sum(-1)).tolist())
-    return out
+        out.append(logp.sum(-1) / mask.sum(-1))
+    return torch.cat(out)
 
 
 @torch.no_grad()
@@ -135,7 +140,8 @@ def cross_matrix(module, prompts: list[list[int]], replies: list[list[int]], ran
     rounds = -(-len(prompts) // world)
     with eval_mode(module):
         shared = (_extend(module, None, prompts[0][:k]), k)
-        cols = {j: reply_logprobs(module, prompts[j], replies, shared=shared) for j in mine}
+        # one copy to the host per column (the matrix is read as Python floats)
+        cols = {j: reply_logprobs(module, prompts[j], replies, shared=shared).cpu().tolist() for j in mine}
         for _ in range(rounds - len(mine)):
             reply_logprobs(module, prompts[-1], replies, shared=shared)
     if world > 1:

@@ -10,7 +10,11 @@ CPU notes (docs/training.md, "DeepSpeed on CPU"):
   process never all-reduces through it, so with WORLD_SIZE=1 we skip the build
   (`_skip_shm_build`). Several processes build it once and reuse TORCH_EXTENSIONS_DIR, unless
   `RAGEN_DS_SHM_COMM=0` (then gloo does the all-reduce: slower for big models, no compiler).
-- The optimizer is torch's AdamW (`"torch_adam": true`), avoiding the fused-adam JIT compile.
+- The optimizer is torch's AdamW (`"torch_adam": true`), avoiding DeepSpeed's JIT-compiled
+  FusedAdam (CUDA) and CPU Adam (offload); on CUDA torch's own fused kernel
+  (compile/deepspeed_config.torch_adamw).
+- Devices: DeepSpeed moves the actor and the critic to `cuda:LOCAL_RANK` (and casts them to the
+  run's precision); the KL reference is moved by `place` as the Plan says (`plan.placement`).
 - Gradient accumulation is unmanaged (`"managed_gradient_accumulation": false`): a mini-batch
   has a variable number of micro-batches (the StarPO-S filter decides how many trajectories
   survive), so `engine.step()` is the boundary and each micro-batch loss is pre-scaled by the
@@ -144,6 +148,8 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     if plan.needs_reference and not use_lora:
         ref = copy.deepcopy(actor_model).eval().requires_grad_(False)
     actor = _initialize(actor_model, plan.deepspeed, world_size)
+    if ref is not None:  # the frozen copy goes where the Plan puts it: beside the actor, in its dtype
+        ref = place(ref, plan.placement["reference"])
     critic = None
     if plan.critic_deepspeed is not None:
         critic_model = load_value_model(model_dir, spec.model.lora)
@@ -153,6 +159,16 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     if use_lora and plan.needs_reference:
         ref = actor.module
     return Engines(actor, critic, ref, use_lora and plan.needs_reference, use_lora)
+
+
+def place(module, entry: dict[str, str]):
+    """`module` moved to its Plan placement (`compile.plan.placement`) on this process's device."""
+    import torch
+
+    from ragen_cli.compile.plan import placement_device
+
+    device = placement_device(entry, int(os.environ.get("LOCAL_RANK", "0")))
+    return module.to(device=torch.device(device), dtype=getattr(torch, entry["dtype"]))
 
 
 def ref_context(engines: Engines):

@@ -32,19 +32,21 @@ def share(mb_mask: torch.Tensor, mini_mask: torch.Tensor, agg: str) -> float:
 
 
 class Averager:
-    """Weighted running means of named stats (weights: micro-batch shares)."""
+    """Weighted running means of named stats (weights: micro-batch shares). Values may be floats
+    or 0-d tensors on the engine's device; tensors are summed where they are and read once, in
+    `means`."""
 
     def __init__(self) -> None:
-        self.total: dict[str, float] = defaultdict(float)
+        self.total: dict[str, float | torch.Tensor] = defaultdict(float)
         self.weight: dict[str, float] = defaultdict(float)
 
-    def add(self, stats: dict[str, float], w: float = 1.0) -> None:
+    def add(self, stats: dict[str, float | torch.Tensor], w: float = 1.0) -> None:
         for key, value in stats.items():
-            self.total[key] += w * float(value)
+            self.total[key] = self.total[key] + w * (value.detach() if isinstance(value, torch.Tensor) else float(value))
             self.weight[key] += w
 
     def means(self) -> dict[str, float]:
-        return {k: self.total[k] / self.weight[k] for k in self.total if self.weight[k] > 0}
+        return {k: float(self.total[k]) / self.weight[k] for k in self.total if self.weight[k] > 0}
 
 
 def passes(spec) -> int:
@@ -54,28 +56,35 @@ def passes(spec) -> int:
 
 def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec,
                  is_cap: float | None = None) -> tuple[torch.Tensor, dict]:
+    """Loss of one micro-batch and its stats (0-d tensors), computed on the engine's device: `mb`,
+    `old_logp`, `adv` and `ref_logp` may live elsewhere (the CPU); what the loss reads goes there."""
     a = spec.algorithm
     # gradient checkpointing turns the KV cache off in training mode, so no shared prompt pass
     share = spec.train.share_prefix and not spec.train.gradient_checkpointing
     logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=share)
-    T = logp.shape[1]
-    old = logp.detach() if old_logp is None else old_logp[rows, :T]  # None: single pass (stages.single_pass)
+    dev, T = logp.device, logp.shape[1]
+    on = mb.to(dev)
+
+    def mine(x: torch.Tensor) -> torch.Tensor:
+        return x[rows, :T].to(dev)
+
+    old = logp.detach() if old_logp is None else mine(old_logp)  # None: single pass (stages.single_pass)
     weights, is_stats = None, {}
     if is_cap is not None:  # the engine drew the tokens: correct for its mismatch with pi_old
-        weights, is_stats = rollout_is_weights(old, mb.sample_logp[:, :T], mb.mask, is_cap)
-    pg, stats = policy_loss(logp, old, adv[rows, :T], mb.mask, a.clip_low, a.clip_high,
+        weights, is_stats = rollout_is_weights(old, on.sample_logp[:, :T], on.mask, is_cap)
+    pg, stats = policy_loss(logp, old, mine(adv), on.mask, a.clip_low, a.clip_high,
                             a.dual_clip_c, a.loss_agg, weights)
     stats.update(is_stats)
-    ent = aggregate(entropy, mb.mask, a.loss_agg)
+    ent = aggregate(entropy, on.mask, a.loss_agg)
     loss = pg - a.entropy_coef * ent
-    stats = {**stats, "policy_loss": pg.item(), "entropy": ent.item()}
+    stats = {**stats, "policy_loss": pg.detach(), "entropy": ent.detach()}
     if mb.answer_mask is not None and mb.answer_mask.sum() > 0:
-        am = mb.answer_mask[:, :T]
-        stats["answer_entropy"] = float((entropy.detach() * am).sum() / am.sum())
+        am = on.answer_mask[:, :T]
+        stats["answer_entropy"] = (entropy.detach() * am).sum() / am.sum()
     if ref_logp is not None:
-        kl_ref = aggregate(kl(logp, ref_logp[rows, :T], a.kl_estimator), mb.mask, a.loss_agg)
+        kl_ref = aggregate(kl(logp, mine(ref_logp), a.kl_estimator), on.mask, a.loss_agg)
         loss = loss + a.kl_coef * kl_ref
-        stats["kl_ref"] = kl_ref.item()
+        stats["kl_ref"] = kl_ref.detach()
     return loss, stats
 
 
@@ -97,10 +106,11 @@ def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: in
     a = spec.algorithm
 
     def micro_loss(mb: Batch, rows: list[int]):
-        values = value_forward(engine, mb)
-        T = values.shape[1]
-        loss, st = value_loss(values, old_values[rows, :T], returns[rows, :T], mb.mask, a.value_clip, a.loss_agg)
-        return loss, {**st, "value_loss": loss.item()}
+        values = value_forward(engine, mb)  # on the critic's device; its targets go there
+        dev, T = values.device, values.shape[1]
+        loss, st = value_loss(values, old_values[rows, :T].to(dev), returns[rows, :T].to(dev), mb.mask.to(dev),
+                              a.value_clip, a.loss_agg)
+        return loss, {**st, "value_loss": loss.detach()}
 
     return _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
 
