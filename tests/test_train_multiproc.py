@@ -125,3 +125,24 @@ def test_health_verdict_is_rank_zeros():
     for p in procs:
         p.join(timeout=60)
     assert results == [(0, "collapse", "stop"), (1, "collapse", "stop")]
+
+
+@pytest.mark.slow
+def test_two_processes_each_with_its_own_vllm_engine(tmp_path, tiny_model_dir):
+    """vLLM rollouts on 2 ranks: each rank's engine comes up through vLLM's external launcher
+    (compile.launch.EXTERNAL_LAUNCHER; without it every rank's engine would take local rank 0's
+    device), in the rank's own process, generates its share of the groups, takes the weight sync
+    and passes the parity probe; the ranks stay in lockstep. A large entropy bonus moves the
+    weights every step (the bandit's rewards here do not differ within a group), so a rank whose
+    engine kept the old weights would fail the probe."""
+    proc = train_two(tmp_path, "mpv", ["rollout.backend=vllm", "train.steps=2", "train.lr_actor=1e-2",
+                                       "algorithm.entropy_coef=1.0"])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert (proc.stdout + proc.stderr).count("Using external launcher for distributed inference") == 2
+    events = [json.loads(line) for line in (tmp_path / "mpv" / "events.jsonl").read_text().splitlines()]
+    assert events[0]["backend"] == "vllm" and events[0]["world_size"] == 2
+    end = events[-1]
+    assert end["kind"] == "end" and end["step"] == 2 and end["rank_checksums"][0] == end["rank_checksums"][1]
+    metrics = [json.loads(line) for line in (tmp_path / "mpv" / "metrics.jsonl").read_text().splitlines()]
+    assert [m["train/episodes"] for m in metrics] == [4.0, 4.0]
+    assert all(m["actor/grad_norm"] > 1e-3 and m["sync/parity_gap"] < 1e-4 for m in metrics)
