@@ -167,13 +167,14 @@ def test_vllm_lora_ranks():
         vllm_lora_rank(513)
 
 
-def test_offload_and_stage3_blocks(tmp_path: Path):
+def test_offload_block(tmp_path: Path):
     path = tmp_path / "s.yaml"
-    path.write_text(CPU_SPEC.replace("{precision: bf16, device: cpu}", "{device: cuda, zero_stage: 3, offload: cpu, precision: fp16}"))
+    path.write_text(CPU_SPEC.replace("{precision: bf16, device: cpu}", "{device: cuda, zero_stage: 2, offload: cpu, precision: fp16}"))
     ds = compile_plan(load_spec(path)).deepspeed
-    assert ds["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
-                                       "stage3_gather_16bit_weights_on_model_save": True}
+    assert ds["zero_optimization"] == {"stage": 2, "offload_optimizer": {"device": "cpu", "pin_memory": True}}
     assert ds["fp16"] == {"enabled": True, "loss_scale": 0, "initial_scale_power": 16} and "bf16" not in ds
+    # offloaded optimizer state: torch's AdamW on the CPU (DeepSpeedCPUAdam would compile), not fused
+    assert ds["optimizer"]["params"]["torch_adam"] is True and "fused" not in ds["optimizer"]["params"]
 
 
 def test_plan_is_deterministic_and_json_round_trips(tmp_path: Path):

@@ -29,9 +29,6 @@ def zero_block(stage: int, offload: str, device: str) -> dict[str, Any]:
     block: dict[str, Any] = {"stage": stage}
     if offload == "cpu":
         block["offload_optimizer"] = {"device": "cpu", "pin_memory": device == "cuda"}
-    if stage == 3:
-        # Full (not sharded) 16-bit weights at save time, so checkpoints export as one HF directory.
-        block["stage3_gather_16bit_weights_on_model_save"] = True
     return block
 
 

@@ -114,20 +114,25 @@ def check_filter(spec: RunSpec) -> Found:
 def check_deepspeed(spec: RunSpec) -> Found:
     """Offload vs ZeRO stage, precision vs device, multi-node layout vs hostfile.
 
-    LoRA trains at every ZeRO stage DeepSpeed 0.19.8 offers: FEASIBILITY.md saw stages 0, 2, 3
-    work with peft; stage 1 shards only optimizer state, which LoRA does not change, so it is
-    allowed too. LoRA with ZeRO-3 gathers the frozen base weights every forward: slow, but valid.
+    LoRA trains at stages 0-2 (FEASIBILITY.md saw 0 and 2 work with peft; stage 1 shards only
+    optimizer state, which LoRA does not change). ZeRO-3 is refused: nothing gathers its
+    partitioned parameters for the weight sync, the merged LoRA weights, checkpoints or export.
     """
     ds = spec.deepspeed
     out: Found = []
     if ds.offload == "cpu" and ds.zero_stage == 0:
-        out.append(("deepspeed.offload", "offloading optimizer state needs zero_stage 1, 2 or 3 (got 0)"))
+        out.append(("deepspeed.offload", "offloading optimizer state needs zero_stage 1 or 2 (got 0)"))
     device = resolved(ds.device)  # `auto` on a machine without a GPU trains on the CPU: same rules
     how = " (device auto: this machine has no GPU)" if ds.device == "auto" and device == "cpu" else ""
     if ds.precision == "fp16" and device == "cpu":
         out.append(("deepspeed.precision", f"fp16 does not train on CPU with DeepSpeed{how}; use bf16 or fp32"))
     if device == "cpu" and ds.offload == "cpu":
         out.append(("deepspeed.offload", f"offload to CPU means nothing when training on CPU{how}; use offload: none"))
+    if ds.zero_stage == 3:
+        out.append(("deepspeed.zero_stage", "ZeRO-3 is not supported yet: the weight sync to the rollout engine, "
+                    "merged LoRA weights, checkpoints' model/ and `ragen export` read each rank's parameters, "
+                    "which ZeRO-3 partitions across ranks (they would read empty shards); use zero_stage 2 "
+                    "(with offload: cpu on a GPU to save optimizer memory)"))
     if ds.nodes > 1 and not ds.hostfile:
         out.append(("deepspeed.nodes", f"{ds.nodes} nodes need deepspeed.hostfile (lines `hostname slots=N`)"))
     if ds.hostfile:
@@ -203,9 +208,12 @@ RULES = (
     "window, min(max_turns, context_window) turns instead, and context_window must be set. These batch rules count "
     "trajectories; with update_context window the update trains per-turn rows, padded to a multiple of the world size.",
     "bi_level_gae needs turn_rewards: true and adv_estimator: gae; turn_rewards works with gae and grpo, not reinforce.",
-    "offload: cpu needs zero_stage 1-3 and a CUDA device; fp16 does not train on device: cpu. "
-    "LoRA is allowed at every ZeRO stage.",
-    "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts.",
+    "offload: cpu needs zero_stage 1 or 2 and a CUDA device; fp16 does not train on device: cpu. "
+    "zero_stage 3 is refused (partitioned parameters are not gathered for the weight sync, LoRA merge, "
+    "checkpoints and export). LoRA is allowed at stages 0-2.",
+    "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts; "
+    "the run directory (output.dir) must be on a filesystem every node mounts at the same path (each rank "
+    "checks at start, and stops naming its host if it cannot see the run's spec and plan).",
     "Each logger besides jsonl has its package installed (tensorboard, wandb).",
     "model.name is a built-in, a local directory with config.json, or a hub id org/name.",
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",

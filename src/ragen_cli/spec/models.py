@@ -243,7 +243,7 @@ class TrainSpec(Section):
 
 
 class DeepSpeedSpec(Section):
-    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage.")
+    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage: 0, 1 or 2 (3 is refused until its partitioned parameters are gathered for the weight sync, LoRA merge, checkpoints and export).")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="Training precision (rollouts use the same dtype). auto: bf16 on a GPU with bf16 (compute "
         "capability >= 8.0) and on a CPU with native bf16 matmul (avx512_bf16 or amx_bf16), fp32 otherwise; "
