@@ -1,15 +1,47 @@
-"""Shared fixtures. The built-in models are converted once into the user's model cache
-(`$RAGEN_CACHE`, default `~/.cache/ragen`) and reused by later runs (see models/builtin.py)."""
+"""Shared fixtures, and what makes a run of the suite independent of the machine and of the user.
+
+- The model cache: the suite converts the built-in models once per session into its own
+  `$RAGEN_CACHE` (a temporary directory, removed at the end), never into the user's
+  `~/.cache/ragen`, which a `make train` beside the tests may be using. `RAGEN_TEST_CACHE=DIR`
+  keeps that cache in DIR between runs instead (saves SmolLM2's ~30 s conversion per run).
+- Precision: `RAGEN_CPU_BF16` (src/ragen_cli/device.py) defaults to 0 here, so `precision: auto`
+  resolves to fp32 on every CPU, with or without native bf16, and a test's bound cannot depend on
+  which machine runs it. Tests whose result depends on precision say which they test; those where
+  bf16 matters run under both answers of the machine (`machine_precision`), emulated bf16
+  included, on tiny inputs. `RAGEN_CPU_BF16=1 make test` runs the whole suite as a native-bf16
+  CPU would (slow where the CPU only emulates bf16).
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 # Tests never reach the Hugging Face hub: a hub id resolves from a (fake) local cache or is an error.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RAGEN_CPU_BF16", "0")
 
 import pytest
+
+_own_cache: str | None = None
+
+
+def pytest_configure(config):
+    """Point RAGEN_CACHE at the suite's cache before any test (or subprocess) resolves a model."""
+    global _own_cache
+    kept = os.environ.get("RAGEN_TEST_CACHE")
+    if kept:
+        os.environ["RAGEN_CACHE"] = str(Path(kept).expanduser().resolve())
+    else:
+        _own_cache = tempfile.mkdtemp(prefix="ragen-test-cache-")
+        os.environ["RAGEN_CACHE"] = _own_cache
+
+
+def pytest_unconfigure(config):
+    if _own_cache:
+        shutil.rmtree(_own_cache, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +58,11 @@ def smollm2_dir() -> Path:
     from ragen_cli.models.builtin import resolve_model
 
     return resolve_model("smollm2-135m-instruct", "float32")
+
+
+@pytest.fixture(params=["fp32", "bf16"])
+def machine_precision(request, monkeypatch) -> str:
+    """Run the test once as on a CPU without native bf16 (`precision: auto` -> fp32) and once as
+    on a CPU with it (auto -> bf16), whichever CPU this is; returns the precision auto gives."""
+    monkeypatch.setenv("RAGEN_CPU_BF16", "1" if request.param == "bf16" else "0")
+    return request.param

@@ -7,6 +7,11 @@ full weights and once as an exact PEFT LoRA adapter on the base. Dragon
 is the risky arm with the higher expected value (0.25 vs 0.1), so such a policy succeeds on
 every seed while the random base model never produces a parsable answer. That gives compare
 mode and checkpoint loading a difference they must find.
+
+Precision: `ragen eval` takes `precision: auto` from the spec (none here), so it runs fp32 or
+bf16 as the machine says. The fine-tuning's greedy margin is derived to hold in both (`_sft`),
+and the LoRA test runs under both answers of the machine (`machine_precision`); the others run
+as conftest leaves the machine (fp32 unless RAGEN_CPU_BF16=1).
 """
 
 from __future__ import annotations
@@ -43,37 +48,46 @@ rollout:
 
 
 def _bandit_prompts(model, tok) -> list[list[int]]:
-    """First-turn bandit prompts exactly as the rollout driver builds them (both arm orders)."""
+    """First-turn bandit prompts exactly as the rollout driver builds them for SPEC's evaluations
+    (both arm orders; the prompt states the reply budget, SPEC's 16 tokens)."""
     from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.rollout.hf_backend import HFBackend
     from ragen_cli.spec.models import EnvRef, RolloutSpec
 
-    rollout = RolloutSpec(max_turns=1, max_tokens_per_turn=4, temperature=0.0)
+    rollout = RolloutSpec(max_turns=1, max_tokens_per_turn=16, temperature=0.0)
     trajs = run_rollouts(HFBackend(model, tok), tok, EnvRef(name="bandit"), [0, 1, 2, 3], 1, rollout, 4096, 0)
     prompts = {tuple(t.input_ids[:t.loss_mask.index(1)]) for t in trajs}
     assert len({len(p) for p in prompts}) == 1, "arm orders give prompts of different lengths"
     return [list(p) for p in sorted(prompts)]
 
 
-def _sft(lm, params, prompts, target, max_steps=400, margin=0.3):
+def _sft(lm, params, prompts, target, max_steps=400):
     """Teacher-forced fine-tuning of `params` until greedy decoding yields `target` after every
-    prompt with a logit margin (so KV-cache round-off cannot flip a token)."""
+    prompt, in fp32 and in bf16: at every target position the target's logit must beat every
+    other by more than 6 u S. A bf16 evaluation moves each logit by at most 3 u S (tests/bf16.py,
+    S = max sum_j |h_j W_ij| at these positions), so a difference of two logits by at most 6 u S:
+    neither bf16 rounding nor KV-cache round-off (far smaller, fp32) can flip a token."""
     import torch
+
+    from bf16 import U
 
     opt = torch.optim.Adam(params, lr=1e-2)
     ids = torch.tensor([p + target for p in prompts])
     start, tgt = len(prompts[0]), ids[:, len(prompts[0]):]
     for _ in range(max_steps):
-        logits = lm.lm_head(lm.model(input_ids=ids).last_hidden_state[:, start - 1:-1])
+        hidden = lm.model(input_ids=ids).last_hidden_state[:, start - 1:-1]
+        logits = lm.lm_head(hidden)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
         true = logits.gather(-1, tgt[..., None])[..., 0]
         other = logits.scatter(-1, tgt[..., None], float("-inf")).amax(-1)
+        with torch.no_grad():
+            margin = 6 * U * float((hidden.abs() @ lm.lm_head.weight.abs().T).max())
         if (true - other).min() > margin:
             return
         opt.zero_grad()
         loss.backward()
         opt.step()
-    raise AssertionError(f"fine-tuning did not reach margin {margin} in {max_steps} steps")
+    raise AssertionError(f"fine-tuning did not reach margin {margin:.3f} in {max_steps} steps")
 
 
 def _write_checkpoint(run: Path, step: int, save, base: Path, lora: bool) -> Path:
@@ -215,11 +229,12 @@ def test_compare_base_with_full_checkpoint_on_the_run_spec(checkpoints, tmp_path
     assert (tmp_path / "cmp" / "A" / "trajectories" / "step-0.jsonl").is_file()
 
 
-def test_lora_checkpoint_is_applied_to_its_base(checkpoints, tmp_path):
+def test_lora_checkpoint_is_applied_to_its_base(checkpoints, tmp_path, machine_precision):
     ckpt = checkpoints["lora"]
     spec = ckpt.parent.parent / "spec.yaml"  # explicit --spec: same settings as the run's own
     doc = _eval(["--checkpoint", str(ckpt), "--spec", str(spec), "--episodes", "3", "--out", str(tmp_path / "l")])
     m = doc["manifest"]
+    assert m["sampling"]["precision"] == machine_precision  # `auto`, as this kind of machine resolves it
     assert m["policy"]["kind"] == "lora-checkpoint" and m["policy"]["step"] == 2
     assert m["policy"]["base_dir"].endswith("tiny-random-float32")
     assert m["policy"]["content_hash"] == content_hash(ckpt / "model")

@@ -141,13 +141,18 @@ def test_trained_logprobs_are_the_samplers_under_the_rows_not_under_the_history(
     """The tiny-random model samples 3-turn FrozenLake episodes through the HF backend with a
     window of 1 turn; the trainer's scoring (`batch.score`, shared prefixes on) of the per-turn rows
     gives the sampler's log-probs on every trained token (fp32: within 1e-4, the gap between
-    cached generation and one forward), while scoring the full episodes does not on later turns."""
+    cached generation and one forward), while scoring the full episodes does not on later turns.
+
+    fp32, pinned: which prompt a token is scored under does not depend on precision, and only fp32
+    separates the two here. Under the history this random model's log-probs move by at most about
+    0.05 nats, while two bf16 evaluations of the same log-prob may differ by 2 x 6 u S (tests/bf16.py;
+    S ~ 1.4 here, so ~0.06): in bf16 the wrong prompt would pass as rounding."""
     from ragen_cli.rollout.backend import make_backend
     from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.spec.models import EnvRef, RolloutSpec, RunSpec
     from ragen_cli.train.batch import score
 
-    spec = RunSpec(name="t", env={"train": {"name": "frozenlake"}})
+    spec = RunSpec(name="t", env={"train": {"name": "frozenlake"}}, deepspeed={"precision": "fp32"})
     backend = make_backend("hf", tiny_model_dir, spec)
     rollout = RolloutSpec(max_turns=3, max_tokens_per_turn=6, think=False, context_window=1,
                           update_context="window")

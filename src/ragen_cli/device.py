@@ -24,14 +24,31 @@ CPU_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
 about 100x slower than fp32 on this project's 2-core AMD EPYC)."""
 
 
+CPU_BF16_ENV = "RAGEN_CPU_BF16"
+"""Make this machine's CPU answer as another kind would: `1` reports the CPU_BF16_FLAGS (so
+`precision: auto` resolves to bf16, emulated if the CPU lacks them), `0` removes them (auto ->
+fp32); unset, /proc/cpuinfo decides. The test suite sets 0 unless told otherwise (tests/conftest.py)."""
+
+
 def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The CPU feature flags from /proc/cpuinfo (or the given text); empty where there is none."""
-    if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8") as f:
-                cpuinfo = f.read()
-        except OSError:
-            return set()
+    """The CPU feature flags from the given text, or this machine's (/proc/cpuinfo, with the
+    CPU_BF16_ENV override); empty where there is none."""
+    if cpuinfo is not None:
+        return _flags(cpuinfo)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = _flags(f.read())
+    except OSError:
+        flags = set()
+    forced = os.environ.get(CPU_BF16_ENV)
+    if forced not in (None, "", "0", "1"):
+        raise ValueError(f"{CPU_BF16_ENV}={forced!r}: use 1 (native bf16), 0 (none) or leave it unset")
+    if forced:
+        flags = flags | set(CPU_BF16_FLAGS) if forced == "1" else flags - set(CPU_BF16_FLAGS)
+    return flags
+
+
+def _flags(cpuinfo: str) -> set[str]:
     line = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
     return set(line.partition(":")[2].split())
 
@@ -68,7 +85,9 @@ def resolve_precision(requested: str, device: str) -> tuple[str, str]:
     """`choose_precision` with this machine's CPU flags and GPU capability."""
     if requested != "auto":
         return requested, "set in the spec"
-    return choose_precision(requested, device, cpu_flags(), cuda_capability() if device == "cuda" else None)
+    precision, why = choose_precision(requested, device, cpu_flags(), cuda_capability() if device == "cuda" else None)
+    forced = os.environ.get(CPU_BF16_ENV) if device == "cpu" else None
+    return precision, f"{why} [{CPU_BF16_ENV}={forced}]" if forced else why
 
 
 def with_precision(spec, precision: str):
