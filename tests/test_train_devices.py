@@ -188,3 +188,21 @@ def test_the_reference_model_goes_where_the_plan_puts_it(tmp_path, monkeypatch):
     p = next(engines.ref.parameters())
     assert p.device.type == "meta" and p.dtype == torch.bfloat16
     assert next(engines.actor.module.parameters()).device.type == "cpu"
+
+
+def test_the_cuda_optimizer_is_torchs_fused_adamw_with_nothing_to_compile():
+    """The CUDA Plan's optimizer block (specs/gpu/bandit.yaml: ZeRO-2, no offload) on a real
+    DeepSpeed engine: torch's AdamW with its built-in fused kernel. Before, the block said
+    `torch_adam: false` on CUDA and DeepSpeed built its FusedAdam, a JIT compile at first use
+    needing nvcc and ninja. (The fused kernel runs on the CPU too, so the engine builds here.)"""
+    from ragen_cli.compile.plan import compile_plan
+    from ragen_cli.spec.loader import load_spec
+    from ragen_cli.train.engine import _initialize, init_distributed
+
+    spec = load_spec(ROOT / "specs" / "gpu" / "bandit.yaml", ["deepspeed.precision=fp32"])
+    plan = compile_plan(spec, device="cuda", precision=("fp32", "test"))
+    assert plan.deepspeed["optimizer"]["params"]["torch_adam"] is True
+    init_distributed({"DS_ACCELERATOR": "cpu"})
+    engine = _initialize(torch.nn.Linear(4, 4), plan.deepspeed, 1)
+    opt = engine.basic_optimizer
+    assert type(opt) is torch.optim.AdamW and opt.param_groups[0]["fused"] is True
