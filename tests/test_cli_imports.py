@@ -51,6 +51,9 @@ def test_ragen_help_answers_fast():
     subprocess.run([sys.executable, "-m", "ragen_cli.cli", "--help"], capture_output=True, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    # measured here: 0.23 s for --help, 1.6 s for `import torch` alone. The bound guards against a
+    # heavy import: 0.8 s is 3.4x the measured cost (room for a loaded machine's cache misses and
+    # frequency drops, which stretch CPU time far less than wall time) and half of torch's import.
     assert cpu < 0.8, f"ragen --help used {cpu:.2f} s of CPU"
 
 

@@ -42,5 +42,7 @@ def test_repeated_tags_parse_in_linear_time():
         start = time.perf_counter()
         parse_reply(text, True, "||", 3)
         parse_reply(text, False, "||", 3)
+        # linear: under 3 ms here; a quadratic scan of 20000 tags is ~4e8 steps (tens of seconds),
+        # so 0.5 s leaves 150x for a loaded shared machine and still catches it
         assert time.perf_counter() - start < 0.5, len(text)
     assert parse_reply("<think>" * 20000 + "</think> <answer>Up</answer>", True, "||", 3).actions == ["Up"]

@@ -34,6 +34,26 @@ def alive(pid: int) -> bool:
         return False
 
 
+def _wait_for_reaper(owner: int, seconds: float = 60.0) -> int | None:
+    """The pid of `owner`'s reaper child once it sleeps in its loop (its interpreter started and
+    its first scan done), or None after `seconds` (a hang guard, not a timing bound)."""
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        for pid in children(owner):
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+                syscall = open(f"/proc/{pid}/syscall").read().split()[0]
+            except (OSError, IndexError):
+                continue
+            # the reaper is `python -c SCRIPT OWNER INTERVAL GRACE` (rollout/reaper.py); asleep in
+            # time.sleep: syscall 230 (clock_nanosleep, x86_64) or 101 (nanosleep, aarch64)
+            argv = cmd.split(b"\0")
+            if len(argv) > 3 and argv[1] == b"-c" and argv[3] == str(owner).encode() and syscall in ("230", "101"):
+                return pid
+        time.sleep(0.05)
+    return None
+
+
 def left_after(pids: list[int], seconds: float) -> list[int]:
     """The `pids` still alive after waiting up to `seconds` for them to end; those are then
     killed, so a failing test leaves nothing behind."""
@@ -51,7 +71,11 @@ def test_children_end_when_the_owner_is_sigkilled():
     owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
     pids = [int(x) for x in owner.stdout.readline().split()]
     assert len(pids) == 3 and all(alive(p) for p in pids)
-    time.sleep(0.6)  # the reaper has noted them
+    # the reaper (interval 0.2 s) must have noted them: bound by work, wait until it runs (its
+    # Python started, so it scans every 0.2 s), then 5 intervals more for a loaded machine
+    reaper = _wait_for_reaper(owner.pid)
+    assert reaper is not None, "the reaper did not start"
+    time.sleep(1.0)
     owner.send_signal(signal.SIGKILL)
     owner.wait()
     assert not left_after(pids, 10.0)
@@ -102,7 +126,9 @@ def test_vllm_engine_processes_end_when_the_trainer_is_sigkilled(tiny_model_dir)
         engine = [p for p in children(owner.pid)]
         tree = engine + [g for p in engine for g in children(p)]
         assert len(tree) >= 2  # the reaper and vLLM's engine core, at least
-        time.sleep(2.0)  # the reaper notes the tree every second
+        # the reaper notes the tree every second once it runs: wait until it runs, then 3 intervals
+        assert _wait_for_reaper(owner.pid) is not None, "the reaper did not start"
+        time.sleep(3.0)
     finally:
         owner.send_signal(signal.SIGKILL)
         owner.wait()
