@@ -1,7 +1,7 @@
 VENV ?= .venv
 RAGEN = $(VENV)/bin/ragen
 
-.PHONY: install train test test-fast clean
+.PHONY: install train test test-fast gpu-check clean
 
 $(VENV)/.installed: pyproject.toml scripts/install.sh
 	bash scripts/install.sh $(VENV)
@@ -17,6 +17,10 @@ test: install
 
 test-fast: install
 	$(VENV)/bin/python -m pytest -q -m "not slow"
+
+# The CUDA path end to end on a GPU machine (scripts/gpu-check.sh; one JSON line of results).
+gpu-check: install
+	bash scripts/gpu-check.sh --python $(VENV)/bin/python
 
 clean:
 	rm -rf $(VENV)

@@ -1,29 +1,31 @@
-"""The weight-sync parity probe's three gaps, per precision, on a real engine and trainer.
+"""The weight-sync check (rollout/parity.py) on a real engine and trainer: fresh, stale and
+half-synced engines, per precision and update size.
 
     .venv/bin/python bench/parity_gaps.py                                  # smollm2-135m-instruct, fp32 and bf16
-    .venv/bin/python bench/parity_gaps.py --model tiny-random --rows 8     # seconds, not minutes
+    .venv/bin/python bench/parity_gaps.py --model tiny-random              # seconds, not minutes
 
-For each precision: the trainer's model (transformers, with a LoRA adapter as the shipped
-specs) and a vLLM engine in that dtype, both on the same weights; rollouts of the bandit env
-sampled by the engine give the probe rows. Then, on each row's sampled tokens (the probe of
-`train/stages.py`), the largest absolute log-prob gap:
+For each precision: the trainer's model (transformers, with a LoRA adapter as the shipped specs)
+and a vLLM engine in that dtype, both on the same weights; bandit rollouts sampled by the engine
+give the probe rows, cut into disjoint probes of at least `--tokens` sampled tokens (as the run's
+`rollout.parity_tokens`). For each update size (the adapter's B matrices set to N(0, u^2); the A
+matrices are random as peft initialises them), each probe is judged (`judge_sync`) with the
+engine in three states:
 
-- `noise`: trainer vs engine with the same weights (what the kernels disagree by);
-- `stale`: after an update of the adapter (its B matrices set to N(0, `--update`^2); the
-  A matrices are random as peft initialises them) that the engine has not received;
-- `synced`: the same update after `sync` (merged weights, as on CPU).
+- `fresh`: after the full sync (merged weights, as on CPU): must pass;
+- `stale`: before any sync: must fail once the update is decidable (moved above the noise);
+- `half`: only the even-numbered layers' new weights synced (a half-applied sync): must fail
+  once the update moves the log-probs well above the kernels' noise.
 
-A probe must pass every `synced` row and fail every `stale` one. Printed per precision: the
-median and largest of each gap over the rows, how many rows the old rule (gap > 0.05 fails)
-and the current rule (`rollout.backend.parity_tolerance`: gap > max(0.05, 4 x noise) fails)
-get wrong, and the CPU's bf16 support (bf16 on a CPU without AVX512-BF16 or AMX is emulated and
-slow; the numbers still show the kernels' disagreement). One JSON line per precision.
+Printed: one JSON line per precision and update size with the probe numbers (noise, gap, moved,
+lag: medians) and the verdict counts; the CPU's bf16 flags (bf16 on a CPU without
+AVX512-BF16 or AMX is emulated and slow; the numbers still show the kernels' disagreement).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -31,35 +33,53 @@ from pathlib import Path
 
 
 def cpu_bf16_flags() -> list[str]:
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f in ("avx512_bf16", "amx_bf16", "avx512f"))
+    from ragen_cli.device import CPU_BF16_FLAGS, cpu_flags
+
+    return sorted(set(CPU_BF16_FLAGS) & cpu_flags())
 
 
-def probe_rows(engine, tok, rows: int):
-    """(token ids, sampled-token mask on the shifted grid) of `rows` bandit trajectories."""
+def probe_sets(engine, tok, rows: int, tokens: int):
+    """Disjoint probes, each a list of (ids, sampled-token mask on the shifted grid) rows holding
+    at least `tokens` sampled tokens, from `rows` bandit trajectories."""
     from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.spec.models import EnvRef, RolloutSpec
 
-    rollout = RolloutSpec(temperature=1.0, max_turns=1, max_tokens_per_turn=24, think=False)
+    rollout = RolloutSpec(temperature=1.0, max_turns=1, max_tokens_per_turn=32, think=False)
     trajs = run_rollouts(engine, tok, EnvRef(name="bandit"), list(range(rows)), 1, rollout, 2048, 0)
-    return [(t.input_ids, [bool(m) for m in t.loss_mask[1:]]) for t in trajs]
+    probes, current, count = [], [], 0
+    for t in trajs:
+        on = [bool(m) for m in t.loss_mask[1:]]
+        current.append((t.input_ids, on))
+        count += sum(on)
+        if count >= tokens:
+            probes.append(current)
+            current, count = [], 0
+    return probes
 
 
-def gap(trainer, engine, ids, on) -> float:
-    from ragen_cli.rollout.backend import parity_gap
+def logprobs(scorer, probe) -> list[float]:
+    out: list[float] = []
+    for ids, on in probe:
+        out += [x for x, keep in zip(scorer.score(ids), on) if keep]
+    return out
 
-    a, b = trainer.score(ids), engine.score(ids)
-    return parity_gap([x for x, keep in zip(a, on) if keep], [x for x, keep in zip(b, on) if keep])
+
+def half_state(new: dict, old: dict) -> dict:
+    """The new weights of even-numbered layers, the old ones elsewhere (a half-applied sync)."""
+    def layer(name: str) -> int | None:
+        m = re.search(r"layers\.(\d+)\.", name)
+        return int(m.group(1)) if m else None
+
+    return {k: (new[k] if (layer(k) is not None and layer(k) % 2 == 0) else old[k]) for k in new}
 
 
-def measure(model_dir: Path, dtype: str, rows: int, update: float, seed: int) -> dict:
+def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[float], seed: int) -> list[dict]:
     import torch
     from peft import LoraConfig, get_peft_model
 
     from ragen_cli.models.load import load_causal_lm, load_tokenizer
-    from ragen_cli.rollout.backend import parity_tolerance
     from ragen_cli.rollout.hf_backend import HFBackend
+    from ragen_cli.rollout.parity import judge_sync
     from ragen_cli.rollout.vllm_backend import VLLMBackend
     from ragen_cli.train.lora import merged_state_dict
 
@@ -69,49 +89,67 @@ def measure(model_dir: Path, dtype: str, rows: int, update: float, seed: int) ->
     model = get_peft_model(base, LoraConfig(r=16, lora_alpha=32, target_modules="all-linear"))
     trainer = HFBackend(model, tok)
     engine = VLLMBackend(model_dir, dtype, max_model_len=2048, seed=seed, kv_cache_gib=1)
-    t0 = time.perf_counter()
+    out = []
     try:
-        engine.sync(merged_state_dict(model))  # the same weights on both sides (B = 0: the base)
-        probes = probe_rows(engine, tok, rows)
-        noise = [gap(trainer, engine, ids, on) for ids, on in probes]
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if "lora_B" in name:
-                    p.normal_(0.0, update)
-        stale = [gap(trainer, engine, ids, on) for ids, on in probes]
-        engine.sync(merged_state_dict(model))
-        synced = [gap(trainer, engine, ids, on) for ids, on in probes]
+        old_state = {k: v.clone() for k, v in merged_state_dict(model).items()}
+        engine.sync(old_state)  # the same weights on both sides (B = 0: the base)
+        probes = probe_sets(engine, tok, rows, tokens)
+        for u in updates:
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    if "lora_B" in name:
+                        p.zero_()
+            engine.sync(old_state)
+            base_t = [logprobs(trainer, p) for p in probes]
+            base_e = [logprobs(engine, p) for p in probes]
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    if "lora_B" in name:
+                        p.normal_(0.0, u)
+            new_t = [logprobs(trainer, p) for p in probes]
+            new_state = merged_state_dict(model)
+            judged = {}
+            for state_name, state in (("stale", None), ("half", half_state(new_state, old_state)), ("fresh", new_state)):
+                if state is not None:
+                    engine.sync(state)
+                after = [logprobs(engine, p) for p in probes]
+                judged[state_name] = [judge_sync(bt, be, nt, ea, 0.05, 3.0)
+                                      for bt, be, nt, ea in zip(base_t, base_e, new_t, after)]
+
+            def med(xs):
+                return round(statistics.median(xs), 5)
+
+            row = {"precision": dtype, "model": model_dir.name, "update_std": u, "probes": len(probes),
+                   "tokens_per_probe": med([c.tokens for c in judged["fresh"]]), "cpu_bf16_flags": cpu_bf16_flags(),
+                   "noise": med([c.noise for c in judged["fresh"]]), "moved": med([c.moved for c in judged["fresh"]]),
+                   "decidable": sum(c.decidable for c in judged["fresh"])}
+            for state_name, checks in judged.items():
+                row[f"{state_name}_gap"] = med([c.gap for c in checks])
+                row[f"{state_name}_lag"] = med([c.lag for c in checks]) if checks[0].moved > 0 else None
+                row[f"{state_name}_verdicts"] = {v: sum(c.verdict == v for c in checks) for v in ("ok", "lagging", "off")}
+            row["seconds"] = round(time.perf_counter() - t0, 1)
+            print(json.dumps(row), flush=True)
+            out.append(row)
     finally:
         engine.close()
-
-    def summary(xs):
-        return {"median": round(statistics.median(xs), 4), "max": round(max(xs), 4)}
-
-    tol = [parity_tolerance(n, 0.05, 4.0) for n in noise]
-    return {
-        "precision": dtype, "model": str(model_dir.name), "rows": rows, "update_std": update,
-        "cpu_flags": cpu_bf16_flags(), "seconds": round(time.perf_counter() - t0, 1),
-        "noise": summary(noise), "stale": summary(stale), "synced": summary(synced),
-        "old_rule_false_alarms": sum(g > 0.05 for g in synced), "old_rule_missed_stale": sum(g <= 0.05 for g in stale),
-        "new_rule_false_alarms": sum(g > t for g, t in zip(synced, tol)),
-        "new_rule_missed_stale": sum(g <= t for g, t in zip(stale, tol)),
-        "synced_over_noise_max": round(max(s / max(n, 1e-12) for s, n in zip(synced, noise)), 2),
-    }
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m-instruct", help="built-in model name or model directory")
     ap.add_argument("--precisions", default="float32,bfloat16")
-    ap.add_argument("--rows", type=int, default=8)
-    ap.add_argument("--update", type=float, default=0.01, help="std of the adapter's B after the 'update'")
+    ap.add_argument("--rows", type=int, default=48, help="bandit trajectories to cut into probes")
+    ap.add_argument("--tokens", type=int, default=64, help="sampled tokens per probe (rollout.parity_tokens)")
+    ap.add_argument("--updates", default="0,0.0005,0.002,0.01,0.03", help="std of the adapter's B after each 'update'")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     from ragen_cli.models.builtin import resolve_model
 
     for dtype in args.precisions.split(","):
         model_dir = Path(args.model) if Path(args.model).is_dir() else resolve_model(args.model, dtype)
-        print(json.dumps(measure(model_dir, dtype, args.rows, args.update, args.seed)), flush=True)
+        measure(model_dir, dtype, args.rows, args.tokens, [float(u) for u in args.updates.split(",")], args.seed)
     return 0
 
 

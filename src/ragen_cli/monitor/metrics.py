@@ -106,8 +106,10 @@ _TABLE: list[tuple[str, str, str]] = [
     ("timing/step_s", "s", "Wall time of the whole step."),
     ("perf/rollout_tokens_per_s", "tokens/s", "Generated tokens per second during rollouts."),
     ("perf/update_tokens_per_s", "tokens/s", "Tokens (prompt and reply) processed per second by the update."),
-    ("sync/parity_gap", "nats", "Largest absolute log-prob gap between trainer and rollout engine on probe tokens after a sync."),
+    ("sync/parity_gap", "nats", "Root-mean-square log-prob gap between trainer and rollout engine on the probe's tokens after a sync (rollout/parity.py)."),
     ("sync/parity_noise", "nats", "The same gap before the update, when both hold the same weights: the kernels' own disagreement at this precision."),
+    ("sync/parity_moved", "nats", "Root-mean-square change of the probe tokens' log-probs made by the update (trainer, before vs after)."),
+    ("sync/parity_lag", "fraction", "How far back toward the weights from before the update the engine's log-probs lie after a sync: about 0 when it serves the new weights, 1 when it serves the old ones (rollout/parity.py); absent when the update moved nothing."),
 ]
 
 METRICS: dict[str, Metric] = {

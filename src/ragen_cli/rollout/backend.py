@@ -7,7 +7,7 @@ Backends (docs/internals.md, "rollout/"):
 
 All backends return log-probs under the unmodified model distribution (temperature 1, no
 top-p), which is what the trainer computes; `score` gives the same quantity for a given
-sequence so the trainer can compare after every sync (`parity_gap`).
+sequence so the trainer can compare after every sync (rollout/parity.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,10 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
+from ragen_cli.rollout.parity import ParityError  # noqa: F401  (re-exported: raised by the sync check)
 from ragen_cli.rollout.types import Sample
 
 log = logging.getLogger("ragen.rollout")
-
-
-class ParityError(RuntimeError):
-    """Trainer and rollout engine disagree after a weight sync (stale or half-applied sync)."""
 
 
 class Backend(Protocol):
@@ -49,35 +46,12 @@ class Backend(Protocol):
 
 
 def parity_gap(trainer_logprobs, engine_logprobs) -> float:
-    """Largest absolute gap between two log-prob sequences of the same tokens."""
+    """Largest absolute gap between two log-prob sequences of the same tokens (benches and
+    tests; the training run's sync check is rollout/parity.py)."""
     a, b = [float(x) for x in trainer_logprobs], [float(x) for x in engine_logprobs]
     if len(a) != len(b) or not a:
         raise ValueError(f"parity probe needs two equal, non-empty sequences (got {len(a)} and {len(b)})")
     return max(abs(x - y) for x, y in zip(a, b))
-
-
-def parity_tolerance(noise: float, threshold: float, factor: float) -> float:
-    """The largest gap a good sync may show: `threshold`, or `factor` times the gap the same two
-    scorers show on the same tokens with the *same* weights (`noise`, measured before the
-    update), whichever is larger. In fp32 the two kernels agree to ~1e-6, so the threshold
-    decides; in bf16 they differ by 0.1-0.8 nats on their own, and the measured noise does.
-    A stale engine shows the update's own movement on top of the noise."""
-    return max(threshold, factor * noise)
-
-
-def check_parity(trainer_logprobs, engine_logprobs, threshold: float, noise: float = 0.0,
-                 factor: float = 4.0) -> float:
-    """`parity_gap`, raising `ParityError` when it exceeds `parity_tolerance(noise, threshold,
-    factor)` (or is not a number)."""
-    gap = parity_gap(trainer_logprobs, engine_logprobs)
-    tolerance = parity_tolerance(noise, threshold, factor)
-    if not gap <= tolerance:
-        raise ParityError(
-            f"rollout engine and trainer disagree after weight sync: max log-prob gap {gap:.4g} > {tolerance:.4g} "
-            f"(rollout.parity_threshold {threshold:g}, or rollout.parity_noise_factor {factor:g} x the gap "
-            f"{noise:.4g} the same weights gave before the update); the engine is serving stale or half-synced weights"
-        )
-    return gap
 
 
 def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None, lora_adapters: bool = False,

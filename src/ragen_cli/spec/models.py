@@ -107,14 +107,19 @@ class RolloutSpec(Section):
         "whole episode, and train.mini_batch and micro_batch then count turn rows. Needs context_window.",
     )
     parity_threshold: float = Field(
-        0.05, gt=0.0, description="Largest log-prob gap between trainer and rollout engine "
-        "after a weight sync that always passes (max over the probe's tokens). A larger gap passes only while it "
-        "stays within parity_noise_factor x the gap the same weights gave before the update.",
+        0.05, gt=0.0, description="Root-mean-square log-prob gap between trainer and rollout engine after a "
+        "weight sync, over the probe's tokens, that always passes; a larger gap passes only while it stays within "
+        "parity_noise_factor x the gap the same weights gave before the update (rollout/parity.py).",
     )
     parity_noise_factor: float = Field(
-        4.0, ge=1.0, description="A sync fails when its gap exceeds parity_threshold and this "
-        "many times the gap measured before the update with the same weights on both sides (the kernels' own "
-        "disagreement: ~1e-6 nats in fp32, 0.1-0.8 in bf16), so low precision does not read as a stale engine.",
+        3.0, ge=1.0, description="A sync fails when its rms gap exceeds parity_threshold and this many times the "
+        "rms gap measured before the update with the same weights on both sides (the kernels' own disagreement: "
+        "~1e-6 nats in fp32, 0.01-0.3 in bf16). A sync also fails when the engine is nearer the old weights than "
+        "the new ones, once the update moved the probe's log-probs far enough above that noise to tell.",
+    )
+    parity_tokens: int = Field(
+        64, ge=1, description="Sampled tokens the parity probe compares (whole trajectories from the start of the "
+        "batch until at least this many): enough for its rms gaps to be stable (rollout/parity.py).",
     )
     prompt_allowance: int = Field(
         512, ge=0, description="Tokens reserved for the first prompt and all env observations when checking that "

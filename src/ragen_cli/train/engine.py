@@ -65,6 +65,19 @@ def _skip_shm_build() -> None:
     ds_torch.build_shm_op = lambda: None
 
 
+def _forget_destroyed_groups() -> None:
+    """A vLLM engine in this process (CUDA, several ranks, `gpucheck`) destroys torch.distributed's
+    process groups when it shuts down; DeepSpeed keeps references to the old ones
+    (deepspeed.utils.groups) and its next engine would fail with "Group ... is not registered".
+    With torch.distributed down again, drop those references so a new job starts cleanly."""
+    import sys
+
+    groups = sys.modules.get("deepspeed.utils.groups")
+    release = getattr(groups, "_release_process_group_references", None)
+    if callable(release):  # DeepSpeed 0.19.8: None means "the whole world was torn down"
+        release(None)
+
+
 def init_distributed(plan_env: dict[str, str] | None = None) -> tuple[int, int]:
     """Initialise DeepSpeed's process group (gloo on CPU); returns (rank, world_size).
 
@@ -83,6 +96,7 @@ def init_distributed(plan_env: dict[str, str] | None = None) -> tuple[int, int]:
     if torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
 
+    _forget_destroyed_groups()
     if int(os.environ["WORLD_SIZE"]) == 1 or os.environ.get("RAGEN_DS_SHM_COMM") == "0":
         _skip_shm_build()
     backend = "gloo" if not torch.cuda.is_available() else "nccl"

@@ -70,9 +70,9 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 4. token rewards and advantages on the whole episodes (GAE with the critic, GRPO or
     # REINFORCE-LOO), on the update's rows
     adv, returns = stages.advantages(spec, episodes, old["values"], rowmap)
-    # 5. updates on this process's share of the kept rows (first: the engine-trainer gap
-    # with the weights both hold, the floor the sync's parity probe is judged against)
-    noise = stages.parity_noise(run, batch)
+    # 5. updates on this process's share of the kept rows (first: the probe's trainer and engine
+    # log-probs with the weights both hold, what the sync's parity probe is judged against)
+    parity = stages.parity_baseline(run, batch)
     stages.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
     local = batch.rows(mine)
 
@@ -90,8 +90,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 6. sync the new weights into the rollout engine and check it serves them
     stages.engine_wake(run)
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
-    metrics["sync/parity_gap"] = stages.parity_probe(run, batch, noise)
-    metrics["sync/parity_noise"] = noise
+    metrics.update(stages.parity_probe(run, batch, parity))
     # 7. metrics
     metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
     metrics.update({

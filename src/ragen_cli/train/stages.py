@@ -4,6 +4,7 @@ the trainer's models, the weight sync with its parity probe, and the step's metr
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import torch
 
@@ -141,32 +142,59 @@ def engine_wake(run) -> None:
         run.backend.wake_up()
 
 
-def probe_logprobs(run, batch: Batch) -> tuple[list[float], list[float]]:
-    """(trainer, engine) log-probs of the sampled tokens of the batch's first row."""
-    row = batch.rows([0])
-    n = int(row.attention_mask.sum().item())
-    trainer = score(run.engines.actor, row, 1)[0, : n - 1]
-    engine = torch.tensor(run.backend.score(row.input_ids[0, :n].tolist()))
-    on = row.mask[0, : n - 1].bool()
-    return trainer[on].tolist(), engine[on].tolist()
+def probe_rows(mask: torch.Tensor, min_tokens: int) -> list[int]:
+    """The parity probe's rows: whole rows from the start of the batch until they hold at least
+    `min_tokens` sampled tokens (`rollout.parity_tokens`), or every row with any."""
+    rows, total = [], 0
+    for r, count in enumerate(mask.sum(-1).tolist()):
+        if count > 0:
+            rows.append(r)
+            total += int(count)
+        if total >= min_tokens:
+            break
+    return rows
 
 
-def parity_noise(run, batch: Batch) -> float:
-    """The probe's gap with the same weights on both sides (before the update): what the two
-    kernels differ by at this precision, the floor `parity_probe` compares against."""
-    from ragen_cli.rollout.backend import parity_gap
+@dataclass(frozen=True)
+class ParityBaseline:
+    """The probe before the update: its rows, and trainer and engine log-probs of their sampled
+    tokens while both hold the same weights."""
 
-    return parity_gap(*probe_logprobs(run, batch))
+    rows: list[int]
+    trainer: list[float]
+    engine: list[float]
 
 
-def parity_probe(run, batch: Batch, noise: float) -> float:
-    """The probe's gap after the sync; raises ParityError above rollout.parity_threshold or
-    rollout.parity_noise_factor x `noise` (`rollout.backend.parity_tolerance`): a stale or
-    half-applied sync, told apart from the kernels' own disagreement."""
-    from ragen_cli.rollout.backend import check_parity
+def probe_logprobs(run, batch: Batch, rows: list[int]) -> tuple[list[float], list[float]]:
+    """(trainer, engine) log-probs of the sampled tokens of `rows`, in row order."""
+    sub = batch.rows(rows)
+    trainer = score(run.engines.actor, sub, run.spec.train.micro_batch, share_prefix=run.spec.train.share_prefix)
+    t_out: list[float] = []
+    e_out: list[float] = []
+    for i in range(len(rows)):
+        n = int(sub.attention_mask[i].sum().item())
+        on = sub.mask[i, : n - 1].bool()
+        t_out += trainer[i, : n - 1][on].tolist()
+        e_out += torch.tensor(run.backend.score(sub.input_ids[i, :n].tolist()))[on].tolist()
+    return t_out, e_out
+
+
+def parity_baseline(run, batch: Batch) -> ParityBaseline:
+    """Before the update: both sides on the probe rows with the same weights (rollout/parity.py)."""
+    rows = probe_rows(batch.mask, run.spec.rollout.parity_tokens)
+    return ParityBaseline(rows, *probe_logprobs(run, batch, rows))
+
+
+def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
+    """After the sync: the same rows again, judged against the baseline (rollout/parity.py);
+    raises ParityError when the engine serves stale or broken weights; returns the sync metrics."""
+    from ragen_cli.rollout.parity import check_sync, judge_sync
 
     r = run.spec.rollout
-    return check_parity(*probe_logprobs(run, batch), r.parity_threshold, noise, r.parity_noise_factor)
+    trainer_new, engine_after = probe_logprobs(run, batch, base.rows)
+    check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
+                       r.parity_noise_factor)
+    return check_sync(check, r.parity_threshold, r.parity_noise_factor).metrics()
 
 
 def filter_rewards(trajs, which: str) -> torch.Tensor:

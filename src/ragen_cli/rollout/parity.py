@@ -1,0 +1,111 @@
+"""The weight-sync check: does the rollout engine serve the weights the trainer just made?
+
+Two scorers of the same tokens never agree exactly: in fp32 the trainer's and the engine's
+kernels differ by ~1e-6 nats per token, in bf16 by 0.01-0.3 (and one row's largest gap is itself
+a noisy number: a rule built on it stopped healthy bf16 runs at random). The check therefore
+works on many tokens at once and on root-mean-square gaps, over the probe's `k` sampled tokens:
+
+    noise = rms(engine_before - trainer_old)   same weights on both sides (before the update)
+    gap   = rms(engine_after  - trainer_new)   after the sync: the engine against the new weights
+    old   = rms(engine_after  - trainer_old)   the engine against the weights before the update
+    moved = rms(trainer_new   - trainer_old)   how far the update moved these log-probs (exact:
+                                               both come from the trainer's own kernel)
+
+Two ways a sync fails:
+
+1. **Off** (half-synced, wrong or corrupted weights): `gap > max(threshold, factor x noise)`.
+   If each token's kernel disagreement were independent with one variance, gap^2 / noise^2 would
+   follow an F(k, k) distribution, whose log has standard deviation about sqrt(4 / k); with
+   k >= 64 and factor 3 a healthy sync exceeds the bound with probability ~1e-18 (9x in
+   variance is 8.8 standard deviations). Real gaps are heavier-tailed and not independent, so
+   the factor is a margin, not a fit; `bench/parity_gaps.py` measures it.
+2. **Stale or partly synced** (the engine still serves the old weights, or some of them): an
+   engine whose log-probs lie a fraction `f` of the way back from the new weights to the old
+   ones has `gap = f x moved` and `old = (1 - f) x moved`, so `gap^2 - old^2 = (2f - 1) moved^2`
+   and `lag = (gap^2 - old^2) / (2 moved^2) + 1/2` estimates `f`: 0 for a fresh engine, 1 for a
+   stale one, about 1/2 for one that took half its layers. With kernel noise `eps` (rms `noise`)
+   the estimate errs by `mean(delta eps) / moved^2` (`delta` = new - old per token), whose
+   standard deviation is at most `noise / (moved x sqrt(k))`. A sync fails when `lag > 1/2` and
+   the update moved `moved >= 2 x STALE_Z x noise / sqrt(k)`, or when `lag > 1/4` and
+   `moved >= 4 x STALE_Z x noise / sqrt(k)`: either way a fresh engine is called lagging only
+   past STALE_Z = 4 standard deviations (one-sided normal tail 3e-5 per sync). A smaller update
+   leaves a lagging engine within the kernels' own noise of the fresh one: not decided.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+STALE_Z = 4.0
+"""Standard deviations of margin before a sync is called stale (one-sided tail 3.2e-5)."""
+
+
+class ParityError(RuntimeError):
+    """Trainer and rollout engine disagree after a weight sync (stale or half-applied sync)."""
+
+
+def rms(a: list[float], b: list[float]) -> float:
+    """Root-mean-square difference of two equally long, non-empty log-prob lists."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"parity probe needs two equal, non-empty sequences (got {len(a)} and {len(b)})")
+    return math.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b)) / len(a))
+
+
+@dataclass(frozen=True)
+class SyncCheck:
+    """The probe's numbers after one sync (module doc) and its verdict: ok, lagging or off."""
+
+    tokens: int
+    noise: float
+    gap: float
+    old: float
+    moved: float
+    lag: float  # nan when moved is 0
+    decidable: bool  # moved far enough above the noise to tell a stale engine from a fresh one
+    tolerance: float  # the largest gap an "ok" sync may have
+    verdict: str
+
+    def metrics(self) -> dict[str, float]:
+        out = {"sync/parity_gap": self.gap, "sync/parity_noise": self.noise, "sync/parity_moved": self.moved}
+        if not math.isnan(self.lag):
+            out["sync/parity_lag"] = self.lag
+        return out
+
+
+def judge_sync(trainer_old: list[float], engine_before: list[float], trainer_new: list[float],
+               engine_after: list[float], threshold: float, factor: float) -> SyncCheck:
+    """The sync check on one probe (module doc): pure, on the probe tokens' four log-prob lists."""
+    k = len(trainer_old)
+    noise, gap = rms(engine_before, trainer_old), rms(engine_after, trainer_new)
+    old, moved = rms(engine_after, trainer_old), rms(trainer_new, trainer_old)
+    lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5 if moved > 0 else math.nan
+    unit = STALE_Z * noise / math.sqrt(k)  # the lag estimate's error is below noise / (moved sqrt(k))
+    decidable = moved > 0 and moved >= 2 * unit
+    tolerance = max(threshold, factor * noise)
+    if not (math.isfinite(gap) and gap <= tolerance):
+        verdict = "off"
+    elif (decidable and lag > 0.5) or (moved > 0 and moved >= 4 * unit and lag > 0.25):
+        verdict = "lagging"
+    else:
+        verdict = "ok"
+    return SyncCheck(k, noise, gap, old, moved, lag, decidable, tolerance, verdict)
+
+
+def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
+    """`check`, or ParityError saying what is wrong and which spec fields set the bounds."""
+    if check.verdict == "off":
+        raise ParityError(
+            f"rollout engine and trainer disagree after the weight sync: rms log-prob gap {check.gap:.4g} over "
+            f"{check.tokens} tokens > {check.tolerance:.4g} (rollout.parity_threshold {threshold:g}, or "
+            f"rollout.parity_noise_factor {factor:g} x the gap {check.noise:.4g} the same weights gave before the "
+            "update); the engine serves weights that are neither the new ones nor the kernels' noise away from "
+            "them: a half-applied or broken sync")
+    if check.verdict == "lagging":
+        raise ParityError(
+            f"the rollout engine does not serve the weights the update made: after the sync its log-probs lie "
+            f"{check.lag:.0%} of the way back to the weights from before the update (rms gap {check.gap:.4g} to the "
+            f"new weights, {check.old:.4g} to the old ones, over {check.tokens} tokens the update moved by rms "
+            f"{check.moved:.4g}; the kernels' noise {check.noise:.4g}): the weight sync did not reach the engine, or "
+            "only partly")
+    return check

@@ -1,0 +1,131 @@
+"""The weight-sync check (rollout/parity.py), with hand-worked probes."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ragen_cli.rollout.parity import STALE_Z, ParityError, check_sync, judge_sync, rms
+
+
+def test_rms():
+    # differences 3 and 4 -> sqrt((9 + 16) / 2) = sqrt(12.5)
+    assert rms([1.0, 2.0], [-2.0, -2.0]) == pytest.approx(math.sqrt(12.5))
+    with pytest.raises(ValueError, match="equal, non-empty"):
+        rms([1.0], [1.0, 2.0])
+
+
+def test_fresh_stale_and_broken_on_four_tokens():
+    # trainer before -1 on every token; the update moves each by -0.5 (moved = 0.5); the engine's
+    # kernels add +-0.01 (noise = 0.01). k = 4: unit = 4 x 0.01 / 2 = 0.02; a lag above 1/2 is
+    # decided from moved >= 0.04, a lag above 1/4 from moved >= 0.08.
+    old = [-1.0] * 4
+    new = [-1.5] * 4
+    jitter = [0.01, -0.01, 0.01, -0.01]
+    before = [o + j for o, j in zip(old, jitter)]
+    fresh = judge_sync(old, before, new, [n + j for n, j in zip(new, jitter)], threshold=0.05, factor=3.0)
+    # gap 0.01; gap to old weights: |-0.5 +- 0.01| -> rms sqrt((0.49^2 + 0.51^2) / 2) = sqrt(0.2501)
+    assert fresh.gap == pytest.approx(0.01) and fresh.noise == pytest.approx(0.01) and fresh.moved == pytest.approx(0.5)
+    assert fresh.old == pytest.approx(math.sqrt(0.2501))
+    assert fresh.lag == pytest.approx((0.0001 - 0.2501) / 0.5 + 0.5)  # 0.0002
+    assert fresh.decidable and fresh.verdict == "ok" and fresh.tolerance == 0.05
+    # the engine kept the old weights: gap sqrt(0.2501) = 0.5001 > 0.05 -> "off" by size alone
+    stale = judge_sync(old, before, new, before, threshold=0.05, factor=3.0)
+    assert stale.verdict == "off"
+    # within the threshold but nearer the old weights: lagging (lag about 1)
+    small_new = [-1.03] * 4  # moved 0.03 < 0.04: not decidable ...
+    assert judge_sync(old, before, small_new, before, 0.05, 3.0).verdict == "ok"
+    near_new = [-1.045] * 4  # moved 0.045 >= 0.04: decidable, gap 0.045 + jitter < 0.05
+    s = judge_sync(old, before, near_new, before, 0.05, 3.0)
+    assert s.decidable and s.lag > 0.9 and s.verdict == "lagging"
+    with pytest.raises(ParityError, match="lie 100% of the way back to the weights from before the update"):
+        check_sync(s, 0.05, 3.0)
+    # a third of the way back (a partial sync): lag 1/3 > 1/4, moved 0.09 >= 0.08 -> lagging;
+    # with moved 0.06 (< 0.08) a lag of 1/3 is not decided
+    for step, verdict in ((0.09, "lagging"), (0.06, "ok")):
+        new_k = [-1.0 - step] * 4
+        third = [n + step / 3 + j for n, j in zip(new_k, jitter)]
+        c = judge_sync(old, before, new_k, third, 0.05, 3.0)
+        assert c.lag == pytest.approx(1 / 3, abs=0.02) and c.verdict == verdict
+    with pytest.raises(ParityError, match=r"rms log-prob gap 0.5001 over 4 tokens > 0.05 .*half-applied"):
+        check_sync(stale, 0.05, 3.0)
+    assert check_sync(fresh, 0.05, 3.0) is fresh
+
+
+def test_the_tolerance_follows_the_measured_noise():
+    # bf16-like noise 0.2 on every token: tolerance max(0.05, 3 x 0.2) = 0.6
+    old, new = [-2.0] * 3, [-2.0] * 3  # nothing moved: stale not decidable, score nan
+    before = [-1.8] * 3
+    c = judge_sync(old, before, new, [-1.5] * 3, 0.05, 3.0)
+    assert c.tolerance == pytest.approx(0.6) and c.gap == pytest.approx(0.5) and c.verdict == "ok"
+    assert math.isnan(c.lag) and not c.decidable and "sync/parity_lag" not in c.metrics()
+    assert judge_sync(old, before, new, [-1.3] * 3, 0.05, 3.0).verdict == "off"  # 0.7 > 0.6
+    assert judge_sync(old, before, new, [float("nan")] * 3, 0.05, 3.0).verdict == "off"
+
+
+def test_false_stops_of_healthy_syncs_and_misses_of_stale_ones_by_simulation():
+    """Gaussian kernel noise of sd 0.1 per token (bf16-like), k = 64 tokens, updates whose
+    per-token movement has rms m. The rule's stated false-stop rate for a fresh engine is at most
+    twice the one-sided normal tail at STALE_Z (2 x 3e-5) plus the F(64, 64) tail at 9 (~1e-18):
+    in 2000 healthy syncs, no stop. A stale engine is caught whenever the update is decidable."""
+    rng = random.Random(0)
+    k, sd = 64, 0.1
+    false_stops = missed = decidable = 0
+    for trial in range(2000):
+        m = [0.0, 0.02, 0.05, 0.1, 0.3][trial % 5]
+        old = [rng.uniform(-5, -0.1) for _ in range(k)]
+        new = [o + rng.gauss(0, m) for o in old]
+        before = [o + rng.gauss(0, sd) for o in old]
+        fresh = judge_sync(old, before, new, [n + rng.gauss(0, sd) for n in new], 0.05, 3.0)
+        false_stops += fresh.verdict != "ok"
+        stale = judge_sync(old, before, new, [o + rng.gauss(0, sd) for o in old], 0.05, 3.0)
+        if stale.decidable:
+            decidable += 1
+            missed += stale.verdict == "ok"
+    assert false_stops == 0
+    # decidable from moved >= 2 x 4 x 0.1 / 8 = 0.1 on: the m = 0.3 updates and about half of the
+    # m = 0.1 ones (about 600 of 2000)
+    assert 450 < decidable < 800 and missed <= 0.01 * decidable
+    assert STALE_Z == 4.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["none", "half"])
+def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_path, tiny_model_dir, monkeypatch,
+                                                                             fault):
+    """A real 2-step run (tiny-random, vLLM engine in this process, DeepSpeed, fp32, LoRA merged
+    sync as the shipped specs): with the real sync it trains to the end; with a sync that pushes
+    only the even-numbered layers (a half-applied sync, injected at `stages.push_weights`) the
+    probe stops it at step 1 with ParityError, recorded as the run's error event. A large entropy
+    bonus moves the weights (rewards here do not differ within a group)."""
+    import json
+
+    from test_train_e2e import TINY, run_tiny
+
+    from ragen_cli.train import stages
+    from ragen_cli.train.lora import merged_state_dict
+
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (as on CUDA)
+    if fault == "half":
+        def half_sync(run, tag):
+            state = merged_state_dict(run.engines.actor.module)
+            run.backend.sync({k: v for k, v in state.items() if "layers.1." not in k})
+            return 0.0
+
+        monkeypatch.setattr(stages, "push_weights", half_sync)
+    sets = [s for s in TINY if not s.startswith("rollout.backend")] + [
+        "rollout.backend=vllm", "model.lora={rank: 8, alpha: 16}", "train.steps=2", "train.lr_actor=1e-2",
+        "algorithm.entropy_coef=1.0", "algorithm.adv_estimator=grpo", "checkpoint.every=0"]
+    out = tmp_path / "run"
+    if fault == "none":
+        summary = run_tiny(out, sets)
+        assert summary["step"] == 2
+        metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert all(m["sync/parity_moved"] > 1e-3 and m["sync/parity_gap"] < 1e-4 for m in metrics)
+        return
+    with pytest.raises(ParityError, match="do not serve the weights the update made|half-applied"):
+        run_tiny(out, sets)
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert events[-1]["kind"] == "error" and events[-1]["step"] == 0 and "ParityError" in events[-1]["error"]
