@@ -100,6 +100,10 @@ def test_cluster_2x8_plan(monkeypatch):
     assert plan.device == "cuda" and plan.env == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # in-process engine: tensor sync
     assert plan.vllm["enforce_eager"] is False and plan.vllm["gpu_memory_utilization"] == 0.4
     assert plan.vllm["max_num_seqs"] == 128 and "enable_lora" not in plan.vllm
+    # 16 ranks, each with its own engine on its own GPU: vLLM's external launcher (without it
+    # every rank's engine would take local rank 0's device, cuda:0)
+    assert plan.vllm["distributed_executor_backend"] == "external_launcher"
+    assert plan.placement["actor"] == {"device": "cuda:{local_rank}", "dtype": "bfloat16"}
     assert plan.launch.kind == "deepspeed"
     assert list(plan.launch.argv) == [
         "deepspeed", "--num_nodes", "2", "--num_gpus", "8", "--hostfile", "specs/hostfile.example",
@@ -115,6 +119,10 @@ def test_cpu_two_processes_use_launcher_without_hostfile(tmp_path: Path):
     assert (plan.sizes.mini_batch, plan.sizes.micro_batch, plan.sizes.grad_accum_steps) == (4, 2, 1)
     assert plan.deepspeed["train_batch_size"] == 4
     assert plan.env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind" and "RANK" not in plan.env
+    # each rank's vLLM engine in its own process through the external launcher (vllm-cpu runs it:
+    # tests/test_train_multiproc.py)
+    assert plan.vllm["distributed_executor_backend"] == "external_launcher"
+    assert plan.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert list(plan.launch.argv[:5]) == ["deepspeed", "--num_nodes", "1", "--num_gpus", "2"]
     assert "--hostfile" not in plan.launch.argv
 
