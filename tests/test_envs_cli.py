@@ -15,7 +15,9 @@ def test_list_shows_every_builtin_with_description():
     result = runner.invoke(app, ["envs"])
     assert result.exit_code == 0
     lines = result.output.strip().splitlines()
-    assert [line.split()[0] for line in lines] == list(registry.BUILTINS)
+    # the built-in envs, then the adapters of outside envs and data (issue 34), by their spec names
+    assert [line.split()[0] for line in lines] == list(registry.BUILTINS) + list(registry.ADAPTERS)
+    assert list(registry.ADAPTERS) == ["gymnasium", "textarena", "openenv", "dataset"]
     assert "Sokoban 8x8 with 2 boxes." in result.output
 
 

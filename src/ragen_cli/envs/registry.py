@@ -1,5 +1,6 @@
-"""Find envs by name: built-ins (with their variants), `module.path:ClassName`, or an entry
-point in the group `ragen.envs`. `check_env` gives spec validation the same messages that
+"""Find envs by name: built-ins (with their variants), adapters of outside envs and data
+(gymnasium, textarena, openenv, dataset), `module.path:ClassName`, or an entry point in the
+group `ragen.envs`. `check_env` gives spec validation the same messages that
 `make_env` raises."""
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ BUILTINS: dict[str, _Builtin] = {
                         "WebShop-style shopping: search[...] / click[...] to buy the product matching an instruction."),
 }
 
+ADAPTERS: dict[str, _Builtin] = {
+    # outside environments and data (envs/adapters/; docs/envs.md, "Bring your own"): each needs
+    # its config (what to adapt), so unlike BUILTINS none builds without one
+    "gymnasium": _Builtin("ragen_cli.envs.adapters.gym_env:GymnasiumEnv",
+                          "Any Gymnasium env (config: id or entry, kwargs, observation and action mapping)."),
+    "textarena": _Builtin("ragen_cli.envs.adapters.textarena_env:TextArenaEnv",
+                          "A TextArena game by id (single-player; two-player against a fixed opponent)."),
+    "openenv": _Builtin("ragen_cli.envs.adapters.openenv_env:OpenEnvEnv",
+                        "An OpenEnv server: a base_url, or a command ragen starts on 127.0.0.1 and stops."),
+    "dataset": _Builtin("ragen_cli.envs.adapters.dataset_env:DatasetEnv",
+                        "Prompts from a jsonl / parquet / csv file or a saved datasets folder, scored by reward functions."),
+}
+
 
 class UnknownEnvError(ValueError):
     """The env name is neither a built-in, a `module:Class` path nor an entry point."""
@@ -76,8 +90,8 @@ def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
 
 def resolve(name: str) -> tuple[type, dict, str]:
     """-> (env class, variant default config, description); raises `UnknownEnvError`."""
-    if name in BUILTINS:
-        entry = BUILTINS[name]
+    if name in BUILTINS or name in ADAPTERS:
+        entry = BUILTINS.get(name) or ADAPTERS[name]
         return _load_target(entry.target), dict(entry.defaults), entry.description
     if ":" in name:
         cls = _load_target(name)
@@ -86,7 +100,7 @@ def resolve(name: str) -> tuple[type, dict, str]:
     if name in eps:
         cls = _load_target(eps[name].value)
         return cls, {}, cls.description
-    known = sorted(BUILTINS) + sorted(eps)
+    known = sorted(BUILTINS) + sorted(ADAPTERS) + sorted(eps)
     raise UnknownEnvError(f"unknown env '{name}'; built-in envs: {', '.join(known)} "
                           "(or give module.path:ClassName)")
 
@@ -119,9 +133,9 @@ def check_env(name: str, config: dict | None = None) -> list[str]:
 
 def list_envs() -> list[tuple[str, str]]:
     """(name, one-line description) of every built-in and entry-point env."""
-    out = [(name, entry.description) for name, entry in BUILTINS.items()]
+    out = [(name, entry.description) for name, entry in {**BUILTINS, **ADAPTERS}.items()]
     for ep_name, ep in sorted(_entry_points().items()):
-        if ep_name in BUILTINS:
+        if ep_name in BUILTINS or ep_name in ADAPTERS:
             continue
         try:
             out.append((ep_name, _load_target(ep.value).description))

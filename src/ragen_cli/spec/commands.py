@@ -18,13 +18,16 @@ if TYPE_CHECKING:  # the loader builds the pydantic models (~0.3 s): only when a
     from ragen_cli.spec.loader import LoadedSpec
 
 SPEC_EXIT = 2  # a spec that cannot run: nothing was started
-TEMPLATE_FILES = ("ragen.yaml", "my_env.py")
+TEMPLATES = ("guess", "dataset", "gymnasium", "openenv")
+"""`ragen init --template` names: a folder each under ragen_cli/templates/ (package data, which
+the source tree's top-level `templates/` links to, so a plain `pip install .` carries them).
+guess: a custom env (my_env.py, a TextEnv); dataset: prompts and a reward function; gymnasium:
+a Gymnasium env through the adapter; openenv: an OpenEnv server through the adapter."""
 
 
-def templates_dir() -> Path:
-    """The `ragen init` templates: package data (`ragen_cli/templates/init`, which the source
-    tree's top-level `templates/` links to), so a plain `pip install .` carries them."""
-    return Path(__file__).resolve().parents[1] / "templates" / "init"
+def templates_dir(name: str = "guess") -> Path:
+    """The folder of `ragen init` template `name`; every file in it is copied."""
+    return Path(__file__).resolve().parents[1] / "templates" / name
 
 
 def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
@@ -89,20 +92,27 @@ def validate(
 
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the project (created if missing)."),
+    template: str = typer.Option("guess", "--template", "-t",
+                                 help="guess (a custom env), dataset (prompts + a reward function), "
+                                      "gymnasium (a Gymnasium env) or openenv (an OpenEnv server)."),
 ) -> None:
-    """Scaffold a project: a commented run spec and a custom environment that works as written."""
-    source = templates_dir()
-    missing = [name for name in TEMPLATE_FILES if not (source / name).is_file()]
-    if missing:
-        typer.echo(f"ragen init: templates not found in {source} ({', '.join(missing)}).", err=True)
+    """Scaffold a project: a commented run spec and what it trains on, working as written."""
+    if template not in TEMPLATES:
+        typer.echo(f"ragen init: unknown template {template!r}; choose one of {', '.join(TEMPLATES)}.", err=True)
+        raise typer.Exit(2)
+    source = templates_dir(template)
+    files = sorted(p.name for p in source.glob("*") if p.is_file() and not p.name.startswith("."))
+    if "ragen.yaml" not in files:
+        typer.echo(f"ragen init: template {template!r} not found in {source} (no ragen.yaml).", err=True)
         raise typer.Exit(1)
-    clash = [name for name in TEMPLATE_FILES if (directory / name).exists()]
+    clash = [name for name in files if (directory / name).exists()]
     if clash:
         typer.echo(f"ragen init: {', '.join(str(directory / c) for c in clash)} already exist(s); nothing written.", err=True)
         raise typer.Exit(1)
     directory.mkdir(parents=True, exist_ok=True)
-    for name in TEMPLATE_FILES:
+    for name in files:
         text = (source / name).read_text(encoding="utf-8")
         (directory / name).write_text(text.replace("{project_dir}", str(directory)), encoding="utf-8")
-    typer.echo(f"Created {directory / 'ragen.yaml'} and {directory / 'my_env.py'}. Next:")
+    others = [directory / n for n in files if n != "ragen.yaml"]
+    typer.echo(f"Created {directory / 'ragen.yaml'}" + "".join(f", {o}" for o in others) + ". Next:")
     typer.echo(f"  cd {directory} && ragen validate ragen.yaml && ragen train ragen.yaml")
