@@ -2,8 +2,8 @@
 naming the checkpoint, what is broken and the way out; nothing started, nothing written.
 
 The checkpoints are laid out as `train.checkpoint.save` writes them, with the tiny-random
-model's real weights in model/ (the DeepSpeed state is a placeholder: these paths stop before
-an engine exists)."""
+model's real weights in model/ and a real rng.pt (the DeepSpeed model states file is a
+placeholder under DeepSpeed's own name: these paths stop before an engine exists)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,14 @@ SPEC = "name: r\nmodel: {name: tiny-random}\nenv: {train: {name: bandit, groups:
 
 
 def _checkpoint(run: Path, step: int, model_dir: Path, lora: bool = False) -> Path:
+    import torch
+
+    from ragen_cli.train.rng import rng_state
+
     ckpt = run / "checkpoints" / f"step-{step}"
     (ckpt / "deepspeed" / "actor").mkdir(parents=True)
-    (ckpt / "rng.pt").write_bytes(b"rng")
+    torch.save({"module": {}}, ckpt / "deepspeed" / "actor" / "mp_rank_00_model_states.pt")  # DeepSpeed's name
+    torch.save(rng_state(), ckpt / "rng.pt")
     if lora:
         (ckpt / "model").mkdir()
         (ckpt / "model" / "adapter_config.json").write_text(json.dumps({"r": 4}))
@@ -74,6 +79,36 @@ def test_resume_with_garbage_state_json_or_a_missing_tensor(run_dir, tiny_model_
     dropped = sorted(tensors)[0]
     save_file({k: v for k, v in tensors.items() if k != dropped}, run_dir / "checkpoints" / "step-2" / "model" / "model.safetensors")
     assert checkpoint_problems(run_dir / "checkpoints" / "step-2") == [f"model/: 1 tensor(s) missing: {dropped}"]
+
+
+def test_garbage_rng_and_empty_deepspeed_dir_are_problems(run_dir):
+    """Issue 38, section 4: a checkpoint whose rng.pt is garbage and whose deepspeed/ holds no
+    engine state used to pass as whole; resuming from it now stops before any work."""
+    ckpt = run_dir / "checkpoints" / "step-4"
+    (ckpt / "rng.pt").write_bytes(b"rng")
+    shutil.rmtree(ckpt / "deepspeed" / "actor")
+    (ckpt / "deepspeed" / "actor").mkdir()
+    problems = checkpoint_problems(ckpt)
+    assert len(problems) == 2 and problems[0].startswith("rng.pt cannot be read (")
+    assert problems[1] == "deepspeed/actor/ holds no DeepSpeed model states (*model_states.pt)"
+    result = runner.invoke(app, ["train", "--resume", str(run_dir)])
+    assert result.exit_code == 2, result.output
+    assert f"checkpoint {run_dir}/checkpoints/step-4 is broken: rng.pt cannot be read" in result.output
+    assert "to use the one before it, step-2" in result.output and "Traceback" not in result.output
+    assert not (run_dir / "metrics.jsonl").exists()  # nothing started
+
+
+def test_deepspeed_tags_follow_state_json_or_the_critic_dir(run_dir):
+    """state.json's deepspeed_tags name the engines saved; older checkpoints: actor, and critic
+    when critic/ was exported."""
+    ckpt = run_dir / "checkpoints" / "step-4"
+    (ckpt / "critic").mkdir()  # a GAE run's checkpoint: its critic's DeepSpeed state is missing
+    assert checkpoint_problems(ckpt) == ["deepspeed/critic/ holds no DeepSpeed model states (*model_states.pt)"]
+    state = json.loads((ckpt / "state.json").read_text())
+    (ckpt / "state.json").write_text(json.dumps({**state, "deepspeed_tags": ["actor"]}))
+    assert checkpoint_problems(ckpt) == []
+    (ckpt / "rng.pt").write_bytes(b"")
+    assert checkpoint_problems(ckpt)[0].startswith("rng.pt cannot be read")
 
 
 def test_export_of_a_broken_checkpoint_writes_nothing(run_dir, tmp_path):

@@ -7,29 +7,43 @@
 - `critic/`: the critic the same way (only when the estimator is GAE).
 - `deepspeed/`: DeepSpeed's own engine checkpoints (tags `actor`, `critic`): weights,
   optimizer and lr-scheduler state, partitioned as the ZeRO stage needs.
-- `rng.pt`: python, numpy and torch RNG states; `state.json`: step, env seed cursor, run
-  settings changed by interventions, base model directory, metric history tail.
+- `rng.pt`: python, numpy and torch RNG states, and every CUDA device's when CUDA is in use
+  (read back with `torch.load(weights_only=True)`); `state.json`: step, env seed cursor, run
+  settings changed by interventions, base model directory, DeepSpeed tags, metric history tail.
 
-Writing: every rank writes into `.tmp-step-<k>/`, a barrier, then rank 0 renames it to
-`step-<k>/` (a reader never sees a half-written checkpoint) and deletes all but the newest
-`keep` checkpoints.
+Writing, safe against a kill -9 at any moment and a full disk: rank 0 clears what killed saves
+left (`.tmp-step-*`, `.old-step-*`); every rank writes into `.tmp-step-<k>/`, a barrier; rank 0
+writes state.json last, fsyncs every file and directory, renames the directory to `step-<k>/`
+(an existing `step-<k>/` is first renamed aside, then deleted) and fsyncs `checkpoints/`, then
+prunes to the newest `keep` (each renamed aside before it is deleted). So a `step-<k>/` is
+whole; `latest_checkpoint` also requires its state.json. A failed write is a
+CheckpointWriteError naming the cause; the earlier checkpoints are untouched.
 """
 
 from __future__ import annotations
 
+import errno
 import json
-import random
+import os
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
+from ragen_cli.train.rng import read_rng, rng_file_problems, rng_state, set_rng_state
+
 CKPT_RE = re.compile(r"^step-(\d+)$")
+LEFTOVER_RE = re.compile(r"^\.(tmp|old)-step-\d+$")  # what a killed save or prune leaves
 HISTORY_TAIL = 100
 
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be resumed from or exported; the message names it and the fix."""
+
+
+class CheckpointWriteError(RuntimeError):
+    """A checkpoint could not be written (disk full, file-size limit, ...); the earlier ones are intact."""
 
 
 def state_problems(state: dict) -> list[str]:
@@ -56,9 +70,8 @@ def checkpoint_problems(ckpt: Path) -> list[str]:
     if not isinstance(state, dict):
         return ["state.json is not a JSON object"]
     problems = [f"state.json: {p}" for p in state_problems(state)]
-    for name in ("rng.pt", "deepspeed"):
-        if not (ckpt / name).exists():
-            problems.append(f"{name} is missing")
+    problems += rng_file_problems(ckpt / "rng.pt")
+    problems += deepspeed_problems(ckpt, state)
     model = ckpt / "model"
     if not model.is_dir():
         return problems + ["model/ is missing"]
@@ -69,6 +82,27 @@ def checkpoint_problems(ckpt: Path) -> list[str]:
         problems += [f"model/{p}" for p in safetensors_shapes(adapters)[1]]
     else:
         problems += [f"model/: {p}" for p in weight_problems(model)]
+    return problems
+
+
+def deepspeed_tags(ckpt: Path, state: dict) -> list[str]:
+    """The DeepSpeed tags a checkpoint must hold: state.json's `deepspeed_tags`; for checkpoints
+    written before that key, `actor`, and `critic` when a critic/ was exported."""
+    tags = state.get("deepspeed_tags")
+    if isinstance(tags, list) and all(isinstance(t, str) for t in tags):
+        return tags
+    return ["actor"] + (["critic"] if (ckpt / "critic").is_dir() else [])
+
+
+def deepspeed_problems(ckpt: Path, state: dict) -> list[str]:
+    """Each tag's directory must hold DeepSpeed's model states (`*model_states.pt`, non-empty)."""
+    if not (ckpt / "deepspeed").is_dir():
+        return ["deepspeed/ is missing"]
+    problems = []
+    for tag in deepspeed_tags(ckpt, state):
+        files = list((ckpt / "deepspeed" / tag).glob("*model_states.pt"))
+        if not any(f.stat().st_size > 0 for f in files):
+            problems.append(f"deepspeed/{tag}/ holds no DeepSpeed model states (*model_states.pt)")
     return problems
 
 
@@ -91,32 +125,27 @@ def list_checkpoints(ckpt_root: Path) -> list[tuple[int, Path]]:
 
 
 def latest_checkpoint(ckpt_root: Path) -> Path | None:
-    found = list_checkpoints(ckpt_root)
-    return found[-1][1] if found else None
+    """The newest complete checkpoint: a `step-<k>/` holding its state.json (written last)."""
+    found = [p for _, p in list_checkpoints(ckpt_root) if (p / "state.json").is_file()]
+    return found[-1] if found else None
 
 
 def prune(ckpt_root: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` checkpoints; returns the deleted paths."""
+    """Delete all but the newest `keep` checkpoints; returns the deleted paths. Each is renamed
+    aside first, so a kill mid-delete leaves a `.old-step-*` (cleared later), never a half step-*."""
     old = [p for _, p in list_checkpoints(ckpt_root)[:-keep]] if keep > 0 else []
     for p in old:
-        shutil.rmtree(p, ignore_errors=True)
+        _remove_dir(p)
     return old
 
 
-def rng_state() -> dict[str, Any]:
-    import numpy as np
-    import torch
-
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    import numpy as np
-    import torch
-
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
-    torch.set_rng_state(state["torch"])
+def clear_leftovers(ckpt_root: Path) -> list[Path]:
+    """Delete what killed saves and prunes left (`.tmp-step-*`, `.old-step-*`). Only the run's
+    one writer calls it (the run directory lock), before it starts a save."""
+    found = [p for p in ckpt_root.iterdir() if LEFTOVER_RE.match(p.name)] if ckpt_root.is_dir() else []
+    for p in found:
+        shutil.rmtree(p, ignore_errors=True)
+    return found
 
 
 def _barrier() -> None:
@@ -138,39 +167,100 @@ def _export_module(module, out: Path, lora: bool, model_dir: Path) -> None:
 
 
 def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: Path, keep: int, rank: int = 0) -> Path:
-    """Write checkpoint `step` atomically; returns its final path."""
+    """Write checkpoint `step` atomically (see the module docstring); returns its final path.
+    Any failure is a CheckpointWriteError; the half-written `.tmp-step-<k>/` is removed."""
     import torch
 
     tmp, final = ckpt_root / f".tmp-step-{step}", ckpt_root / f"step-{step}"
-    if rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-    _barrier()
-    exclude = engines.lora
-    engines.actor.save_checkpoint(str(tmp / "deepspeed"), tag="actor", save_latest=False, exclude_frozen_parameters=exclude)
-    if engines.critic is not None:
-        engines.critic.save_checkpoint(str(tmp / "deepspeed"), tag="critic", save_latest=False, exclude_frozen_parameters=exclude)
-    if rank == 0:
-        _export_module(engines.actor.module, tmp / "model", engines.lora, model_dir)
-        if engines.critic is not None:
-            _export_module(engines.critic.module, tmp / "critic", engines.lora, model_dir)
-        torch.save(rng_state(), tmp / "rng.pt")
-        full = {**state, "step": step, "base_model": str(model_dir), "lora": engines.lora}
-        full["history"] = full.get("history", [])[-HISTORY_TAIL:]
-        (tmp / "state.json").write_text(json.dumps(full, indent=1))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        prune(ckpt_root, keep)
+    try:
+        if rank == 0:
+            ckpt_root.mkdir(parents=True, exist_ok=True)
+            clear_leftovers(ckpt_root)
+            tmp.mkdir()
+        _barrier()
+        exclude = engines.lora
+        tags = ["actor"] + (["critic"] if engines.critic is not None else [])
+        for tag in tags:
+            getattr(engines, tag).save_checkpoint(str(tmp / "deepspeed"), tag=tag, save_latest=False,
+                                                  exclude_frozen_parameters=exclude)
+        if rank == 0:
+            _export_module(engines.actor.module, tmp / "model", engines.lora, model_dir)
+            if engines.critic is not None:
+                _export_module(engines.critic.module, tmp / "critic", engines.lora, model_dir)
+            torch.save(rng_state(torch.cuda.get_rng_state_all if torch.cuda.is_available() else None), tmp / "rng.pt")
+            full = {**state, "step": step, "base_model": str(model_dir), "lora": engines.lora, "deepspeed_tags": tags}
+            full["history"] = full.get("history", [])[-HISTORY_TAIL:]
+            (tmp / "state.json").write_text(json.dumps(full, indent=1))  # last: marks the checkpoint whole
+            _fsync_tree(tmp)
+            if final.exists():  # saved again (after a rollback): the old one goes aside, then away
+                old = ckpt_root / f".old-{final.name}"
+                final.rename(old)
+                tmp.rename(final)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                tmp.rename(final)
+            _fsync(ckpt_root)
+            prune(ckpt_root, keep)
+    except Exception as exc:
+        if rank == 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointWriteError(_write_failure(ckpt_root, step, exc)) from exc
     _barrier()
     return final
+
+
+def _write_failure(ckpt_root: Path, step: int, exc: Exception) -> str:
+    """'checkpoint step-K could not be written to ROOT (cause); the newest kept is ...; what to do'."""
+    kept = latest_checkpoint(ckpt_root)
+    first = (str(exc).splitlines() or ["-"])[0][:200]
+    return (f"checkpoint step-{step} could not be written to {ckpt_root} ({type(exc).__name__}: {first}); "
+            + (f"the newest complete checkpoint, {kept.name}, is intact" if kept else "no earlier checkpoint exists")
+            + _storage_hint(ckpt_root, exc))
+
+
+def _storage_hint(ckpt_root: Path, exc: Exception) -> str:
+    """For a failed write (EFBIG, ENOSPC, EDQUOT, or torch's writer failing, whose messages do
+    not say why): the free space and the file-size limit, and the way out."""
+    import resource
+
+    written = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or \
+        re.search(r"inline_container|PytorchStreamWriter|file write", str(exc)) is not None
+    if not written:
+        return ""
+    facts = [f"{shutil.disk_usage(ckpt_root).free / 2**30:.1f} GiB free on its disk"]
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    if limit != resource.RLIM_INFINITY:
+        facts.append(f"files limited to {limit} bytes (ulimit -f)")
+    return f"; {', '.join(facts)}: free space or raise the limit, then resume (ragen train --resume)"
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every file, then every directory (deepest first), so the rename publishes data on disk."""
+    for dirpath, _dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            _fsync(Path(dirpath) / name)
+        _fsync(Path(dirpath))
+
+
+def _remove_dir(path: Path) -> None:
+    aside = path.with_name(f".old-{path.name}")
+    shutil.rmtree(aside, ignore_errors=True)
+    path.rename(aside)
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def load(ckpt: Path, engines) -> dict[str, Any]:
     """Restore engines (weights, optimizer, scheduler) and RNG from `ckpt`; returns state.json.
     A checkpoint whose files are broken is a CheckpointError naming it (checked first from the
     files, then whatever DeepSpeed or torch cannot read)."""
-    import torch
-
     check_checkpoint(ckpt)
     strict = not engines.lora
     try:
@@ -181,10 +271,12 @@ def load(ckpt: Path, engines) -> dict[str, Any]:
                                              load_optimizer_states=True, load_lr_scheduler_states=True)
             if path is None:
                 raise FileNotFoundError(f"no DeepSpeed state for the {tag}")
-        set_rng_state(torch.load(ckpt / "rng.pt", weights_only=False))
+        warning = set_rng_state(read_rng(ckpt / "rng.pt"))
     except Exception as exc:  # truncated .pt files: torch's and DeepSpeed's own errors
         raise CheckpointError(f"checkpoint {ckpt} cannot be loaded ({type(exc).__name__}: {str(exc)[:200]}); "
                               f"move it aside to resume from the one before it") from exc
+    if warning:
+        warnings.warn(f"{ckpt}: {warning}", RuntimeWarning, stacklevel=2)
     return json.loads((ckpt / "state.json").read_text())
 
 
