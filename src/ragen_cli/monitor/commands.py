@@ -40,6 +40,8 @@ def _print(t) -> None:
                   f"{warn.step if warn else '-'}  first collapse: {coll.step if coll else '-'}")
     if t.note:
         console.print(f"  note: {t.note}")
+    for problem in t.problems:
+        console.print(f"  skipped {problem}", markup=False, highlight=False)
     if not t.changes:
         return
     table = Table("step", "verdict", "reasons", box=None, padding=(0, 1))

@@ -57,6 +57,7 @@ class Timeline:
     verdicts: list[Verdict]
     note: str = ""
     changes: list[dict] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # skipped lines of metrics.jsonl, "FILE:LINE: why"
 
     def first_warning(self) -> Verdict | None:
         """The first verdict that is not healthy: a collapse is a warning too, so a run that goes
@@ -75,6 +76,7 @@ class Timeline:
             "levels": [v.level for v in self.verdicts],
             "steps": self.steps,
             "changes": self.changes,
+            "problems": self.problems,
             **({"note": self.note} if self.note else {}),
         }
 
@@ -90,7 +92,8 @@ def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
         spec = {}
     if cfg is None:
         cfg, note = health_spec(spec)
-    history = with_episodes(training_history(run.read_metrics()), spec)
+    records, problems = run.read_metrics_checked()
+    history = with_episodes(training_history(records), spec)
     verdicts = [assess(history[: i + 1], cfg) for i in range(len(history))]
     changes, level = [], "healthy"
     for v in verdicts:
@@ -98,4 +101,4 @@ def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
             changes.append({"step": v.step, "level": v.level, "previous": level,
                             "reasons": [{"signal": r.signal, "message": r.message} for r in v.reasons]})
             level = v.level
-    return Timeline(str(run_dir), [r["step"] for r in history], verdicts, note, changes)
+    return Timeline(str(run_dir), [r["step"] for r in history], verdicts, note, changes, problems)

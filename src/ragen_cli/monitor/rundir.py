@@ -22,7 +22,7 @@ import socket
 import time
 from pathlib import Path
 
-from ragen_cli.monitor.jsonl import JsonlTail, append_jsonl, read_jsonl, truncate_partial_tail
+from ragen_cli.monitor.jsonl import JsonlTail, append_jsonl, read_jsonl, read_jsonl_checked, truncate_partial_tail
 from ragen_cli.monitor.metrics import validate_metrics
 
 EVENT_KINDS = ("start", "health", "intervention", "rollback", "checkpoint", "val", "end", "error")
@@ -41,7 +41,19 @@ LOCK_NAME = ".train.lock"
 
 
 class MetricsTail(JsonlTail):
-    """Incremental reader of a run's metrics.jsonl (see `JsonlTail`)."""
+    """Incremental reader of a run's metrics.jsonl (see `JsonlTail`); lines without a step are
+    named and skipped."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, check=step_problem)
+
+
+def step_problem(record: dict) -> str | None:
+    """Why a metrics.jsonl record cannot be placed on the step axis (None when it can)."""
+    step = record.get("step")
+    if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        return None
+    return "no step" if step is None else f"step {step!r} is not a whole number >= 0"
 
 
 class RunDir:
@@ -137,7 +149,12 @@ class RunDir:
     # ----------------------------------------------------------------- readers
     def read_metrics(self) -> list[dict]:
         """One record per step, in step order; a step logged twice (resume) keeps its last line."""
-        return dedupe_steps(read_jsonl(self.metrics_path))
+        return self.read_metrics_checked()[0]
+
+    def read_metrics_checked(self) -> tuple[list[dict], list[str]]:
+        """(`read_metrics()`, the skipped lines named `FILE:LINE: why`)."""
+        records, problems = read_jsonl_checked(self.metrics_path, step_problem)
+        return dedupe_steps(records), problems
 
     def read_events(self) -> list[dict]:
         return read_jsonl(self.events_path)
@@ -146,10 +163,11 @@ class RunDir:
         return read_jsonl(self.trajectories_path(step))
 
     def steps_with_trajectories(self) -> list[int]:
-        if not self.trajectories_dir.is_dir():
+        try:
+            names = [p.name for p in self.trajectories_dir.iterdir()]
+        except (FileNotFoundError, NotADirectoryError):  # not yet, or the run was deleted
             return []
-        steps = (_TRAJ_FILE.match(p.name) for p in self.trajectories_dir.iterdir())
-        return sorted(int(m.group(1)) for m in steps if m)
+        return sorted(int(m.group(1)) for m in map(_TRAJ_FILE.match, names) if m)
 
     def read_spec_text(self) -> str | None:
         try:

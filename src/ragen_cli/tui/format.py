@@ -91,6 +91,14 @@ def header_markup(name: str, spec_desc: str, history: list[dict], total: int | N
     return line1 + "\n" + line2
 
 
+def problems_markup(problems: list[str], shown: int = 2) -> str:
+    """The skipped lines of the run's logs (`FILE:LINE: why`): the last `shown`, and how many more."""
+    if not problems:
+        return ""
+    more = f" (and {len(problems) - shown} earlier)" if len(problems) > shown else ""
+    return "".join(f"\n[yellow]skipped {escape(p)}[/]" for p in problems[-shown:]) + more
+
+
 def reason_summary(verdict: Verdict) -> str:
     """'signal value (limit threshold)' for each reason of a verdict, e.g.
     'no_variance 1.00 (limit 0.95) · entropy 0.01 (limit 0.50)'."""

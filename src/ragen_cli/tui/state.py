@@ -65,12 +65,23 @@ class RunState:
         self.events: list[dict] = []
         self.traj_steps: list[int] = []
         self.version = 0  # bumped whenever `history` changes
+        self.seen = False  # the directory existed at some poll
         self._metrics = self.run.tail_metrics()
         self._events = self.run.tail_events()
 
     @property
     def exists(self) -> bool:
         return self.run.path.is_dir()
+
+    @property
+    def deleted(self) -> bool:
+        """The directory existed and is gone (what was read stays on screen)."""
+        return self.seen and not self.exists
+
+    @property
+    def problems(self) -> list[str]:
+        """Lines of metrics.jsonl / events.jsonl that were skipped, `FILE:LINE: why`."""
+        return self._metrics.problems + self._events.problems
 
     @property
     def health(self) -> HealthSpec:
@@ -83,6 +94,7 @@ class RunState:
     def poll(self) -> bool:
         if not self.exists:
             return False
+        self.seen = True
         changed = False
         if self.info is None and self.run.spec_path.exists():
             self.info = spec_info(self.run.read_spec_text(), self.run.read_plan(), self.run.name)
@@ -100,7 +112,7 @@ class RunState:
         return changed
 
     def _poll_metrics(self) -> bool:
-        new = [r for r in self._metrics.read_new() if isinstance(r.get("step"), int)]
+        new = self._metrics.read_new()  # records with a whole-number step (others are named in problems)
         if self._metrics.restarts:
             self.history, self.verdicts, self._metrics.restarts = [], [], 0
         if not new:
