@@ -84,3 +84,23 @@ def test_scaffold_env_plays_by_the_text_env_contract():
 
 def test_docs_spec_md_is_current():
     assert (ROOT / "docs" / "spec.md").read_text() == render(), "run: python scripts/gen_docs.py"
+
+
+@pytest.mark.parametrize("template", ["guess", "dataset", "gymnasium", "openenv"])
+def test_init_template_scaffolds_a_project_that_validates(template, tmp_path, monkeypatch):
+    from ragen_cli.spec.commands import TEMPLATES
+
+    assert template in TEMPLATES
+    project = tmp_path / "proj"
+    result = CliRunner().invoke(app, ["init", str(project), "--template", template])
+    assert result.exit_code == 0, result.output
+    assert (project / "ragen.yaml").read_text().startswith(f"# cd {project} && ragen train ragen.yaml\n")
+    monkeypatch.chdir(project)
+    result = CliRunner().invoke(app, ["validate", "ragen.yaml"])
+    assert result.exit_code == 0, result.output
+
+
+def test_init_refuses_an_unknown_template(tmp_path):
+    result = CliRunner().invoke(app, ["init", str(tmp_path / "p"), "--template", "chess"])
+    assert result.exit_code == 2 and "unknown template 'chess'; choose one of guess, dataset, gymnasium, openenv" in result.output
+    assert not (tmp_path / "p").exists()

@@ -30,6 +30,12 @@ class EnvConfigError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
+class EnvFailure(RuntimeError):
+    """An outside environment or a user's function failed mid-run (a dead env server, a reward
+    function that raised). Not a bad action: those never raise. The training loop saves a
+    checkpoint of the last finished step and stops with this message (train/loop.py)."""
+
+
 def _type_ok(value: Any, tp: Any) -> bool:
     """Does a YAML value fit a (resolved) dataclass field type? Ints are accepted as floats,
     lists as tuples; types this does not know are accepted."""

@@ -2,8 +2,9 @@
 
 The trainer writes metrics under these names (`RunDir.write_metrics` rejects others), the TUI
 reads them, and docs/metrics.md is generated from this table (`python -m
-ragen_cli.monitor.metrics_doc`). A name may contain one placeholder, `<env>`, standing for an
-environment name, e.g. `val/<env>/success` covers `val/bandit/success`.
+ragen_cli.monitor.metrics_doc`). A name may contain one placeholder, `<env>` standing for an
+environment name (`val/<env>/success` covers `val/bandit/success`) or `<fn>` for a reward
+function's name (`reward/fn/<fn>`).
 
 Every line of metrics.jsonl also carries `step` (int) and `time` (Unix seconds): see
 `RESERVED_KEYS`.
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 
 RESERVED_KEYS = ("step", "time")
 ENV_PLACEHOLDER = "<env>"
+FN_PLACEHOLDER = "<fn>"  # a reward function's name (envs/adapters/dataset_env.py)
+PLACEHOLDERS = (ENV_PLACEHOLDER, FN_PLACEHOLDER)
 _ENV_NAME = r"[A-Za-z0-9_.:\-]+"
 
 
@@ -29,7 +32,7 @@ class Metric:
 
     @property
     def is_pattern(self) -> bool:
-        return ENV_PLACEHOLDER in self.name
+        return any(p in self.name for p in PLACEHOLDERS)
 
 
 SECTIONS = {
@@ -58,6 +61,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("train/success", "fraction", "Share of training episodes that ended in success."),
     ("train/episodes", "count", "Training episodes behind train/success this step (P x N, over all processes): its sample size."),
     ("train/chose_high_ev", "fraction", "Share of training episodes whose env reported `chose_high_ev` (Bandit: picked the higher-expected-value arm); absent for envs that do not report it."),
+    ("reward/fn/<fn>", "reward", "Mean over the step's episodes of reward function `<fn>` (a dataset task's `module:function`, named by its function part); episodes where it returned None are left out."),
     ("val/<env>/success", "fraction", "Share of validation episodes of env `<env>` that ended in success."),
     ("val/<env>/reward", "reward", "Mean validation episode reward on env `<env>`."),
     ("val/<env>/chose_high_ev", "fraction", "Validation share of episodes on env `<env>` that reported `chose_high_ev`."),
@@ -118,8 +122,10 @@ METRICS: dict[str, Metric] = {
 
 
 def _pattern_regex(name: str) -> re.Pattern[str]:
-    parts = [re.escape(p) for p in name.split(ENV_PLACEHOLDER)]
-    return re.compile("^" + _ENV_NAME.join(parts) + "$")
+    text = re.escape(name)
+    for p in PLACEHOLDERS:
+        text = text.replace(re.escape(p), _ENV_NAME)
+    return re.compile("^" + text + "$")
 
 
 _PATTERNS: list[tuple[re.Pattern[str], Metric]] = [
@@ -138,12 +144,15 @@ def metric_for(name: str) -> Metric | None:
 
 
 def env_metric(template: str, env: str) -> str:
-    """The concrete name of a per-env metric: `env_metric("val/<env>/success", "bandit")`."""
+    """The concrete name of a per-env (or per-function) metric: `env_metric("val/<env>/success",
+    "bandit")`, `env_metric("reward/fn/<fn>", "correct")`."""
     if template not in METRICS or not METRICS[template].is_pattern:
         raise KeyError(f"{template!r} is not a per-env metric in METRICS")
     if not re.fullmatch(_ENV_NAME, env):
-        raise ValueError(f"env name {env!r} may only contain letters, digits and _ . : -")
-    return template.replace(ENV_PLACEHOLDER, env)
+        raise ValueError(f"name {env!r} may only contain letters, digits and _ . : -")
+    for p in PLACEHOLDERS:
+        template = template.replace(p, env)
+    return template
 
 
 def validate_metrics(values: dict[str, object]) -> list[str]:

@@ -195,6 +195,19 @@ def copies(actions: list[str], example: str, sep: str) -> bool:
     return bool(actions) and norm(actions) == norm(example.split(sep))
 
 
+def reward_fn_means(trajs: list[Trajectory]) -> dict[str, float]:
+    """`reward/fn/<fn>`: each reward function's mean over the episodes it scored (an env that
+    reports `info["reward_fns"]`, the dataset adapter: per episode, the function's sum or None)."""
+    from ragen_cli.monitor.metrics import env_metric
+
+    values: dict[str, list[float]] = {}
+    for traj in trajs:
+        for name, value in (traj.info.get("reward_fns") or {}).items():
+            if value is not None:
+                values.setdefault(name, []).append(float(value))
+    return {env_metric("reward/fn/<fn>", name): sum(v) / len(v) for name, v in values.items()}
+
+
 def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     """Per-batch rollout metrics, named as in monitor/metrics.py."""
     turns = [t for traj in trajs for t in traj.turns]
@@ -202,7 +215,7 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     executed = sum(t.executed for t in turns)
     shown = [t.copied_example for t in turns if t.copied_example is not None]
     copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
-    return {**copied,
+    return {**copied, **reward_fn_means(trajs),
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),
         "episode/turns": len(turns) / max(1, len(trajs)),
         "episode/actions": executed / max(1, len(trajs)),

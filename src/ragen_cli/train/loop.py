@@ -24,6 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ragen_cli.envs.base import EnvFailure
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
@@ -147,6 +148,14 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"],
                   rank_checksums=stages.rank_checksums(run))
+    except EnvFailure as exc:  # an outside env or a user's function failed: keep what is trained, then stop
+        saved = save_before_stopping(run)
+        run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
+                  checkpoint=None if saved is None else str(saved))
+        run.say(f"ragen: stopping: {exc}"
+                + (f"\nragen: saved {saved}; fix the env and resume with: ragen train --resume {run.rundir.path}"
+                   if saved is not None else ""))
+        raise
     except BaseException as exc:
         run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
         raise
@@ -155,6 +164,18 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
             signal.signal(sig, handler)
         teardown(run)
     return summary
+
+
+def save_before_stopping(run: Run) -> Path | None:
+    """A checkpoint of the last finished step, unless it has one already or no step finished;
+    returns its path (None when there was nothing new to save)."""
+    step = run.state.step
+    path = run.rundir.checkpoints_dir / f"step-{step}"
+    if step == 0:
+        return None
+    if path.is_dir():
+        return path
+    return run.save_checkpoint()
 
 
 def _checkpoint_due(spec, step: int) -> bool:

@@ -1,0 +1,18 @@
+"""Reward functions for the dataset task in ragen.yaml, in TRL's signature:
+
+    fn(prompts, completions, **columns) -> list[float | None]
+
+ragen calls each with one episode at a time: `prompts` and `completions` are one-element lists
+(the completion is the reply's answer), and every other column of the data row comes as a
+keyword argument (here `answer`). Return None where a function does not apply. Check one by
+hand:
+
+    python -c "from my_rewards import correct; print(correct(['2 + 2?'], ['4'], answer=['4']))"
+"""
+
+from __future__ import annotations
+
+
+def correct(prompts, completions, answer, **kwargs):
+    """1.0 for the right number (spaces and a trailing full stop ignored), else 0.0."""
+    return [float(c.strip().rstrip(".") == a) for c, a in zip(completions, answer)]
