@@ -8,8 +8,6 @@ launch command (the `deepspeed` launcher running `ragen_cli.train.worker`) for s
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import List, Optional
 
@@ -140,31 +138,22 @@ def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
 
 
 def _run(spec, plan, run_dir: Path, resume: bool) -> int:
-    """Run in this process, or launch the workers; returns the exit code."""
-    if plan.launch.kind == "in-process":
-        from ragen_cli.train.checkpoint import CheckpointError
-        from ragen_cli.train.loop import train as train_loop
+    """Run the job (`ragen_cli.api.run_job`: in this process, or the launched workers); returns
+    the exit code."""
+    from ragen_cli.api import RunFailed, run_job
+    from ragen_cli.train.checkpoint import CheckpointError
 
-        try:
-            train_loop(spec, plan, run_dir, resume=resume)
-        except KeyboardInterrupt:
-            typer.echo("ragen: aborted (no checkpoint for the unfinished step).", err=True)
-            return 130
-        except CheckpointError as exc:  # a checkpoint DeepSpeed or torch could not read
-            typer.echo(f"ragen train: {exc}", err=True)
-            return 2
-        except Exception as exc:  # the traceback is in events.jsonl (kind "error")
-            typer.echo(f"ragen train: {type(exc).__name__}: {exc}  (traceback in {run_dir}/events.jsonl)", err=True)
-            return RUN_FAILED
-        return 0
-    argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
-    argv[0] = _next_to_python(argv[0])
-    return subprocess.run(argv, env={**os.environ, **plan.env}).returncode
-
-
-def _next_to_python(program: str) -> str:
-    """The launcher installed next to this Python (the venv's), when there is one."""
-    import sys
-
-    local = Path(sys.executable).parent / program
-    return str(local) if local.is_file() else program
+    try:
+        run_job(spec, plan, run_dir, resume)
+    except RunFailed as exc:  # the launcher's code: the ranks printed why
+        return exc.code
+    except KeyboardInterrupt:
+        typer.echo("ragen: aborted (no checkpoint for the unfinished step).", err=True)
+        return 130
+    except CheckpointError as exc:  # a checkpoint DeepSpeed or torch could not read
+        typer.echo(f"ragen train: {exc}", err=True)
+        return 2
+    except Exception as exc:  # the traceback is in events.jsonl (kind "error")
+        typer.echo(f"ragen train: {type(exc).__name__}: {exc}  (traceback in {run_dir}/events.jsonl)", err=True)
+        return RUN_FAILED
+    return 0

@@ -1,0 +1,164 @@
+"""The Python API: what the `ragen` commands do, as functions (docs/api.md).
+
+    import ragen_cli as ragen
+
+    spec = ragen.load_spec("specs/bandit.yaml", ["train.steps=5"])
+    result = ragen.train(spec)                        # TrainResult(run_dir, step, stopped, ...)
+    rows = ragen.read_metrics(result.run_dir)         # one dict per step
+    report = ragen.evaluate(checkpoint=result.checkpoint, spec="specs/bandit.yaml")
+
+`ragen train` and `ragen eval` call these same functions; the CLI adds exit codes and
+messages. Importing this module is light: torch, DeepSpeed and vLLM load when a function that
+needs them runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from ragen_cli.compile.plan import Plan
+    from ragen_cli.spec.models import RunSpec
+
+
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> "RunSpec":
+    """A validated run spec from a YAML file, with `--set`-style overrides ("train.steps=5").
+    Raises `ragen_cli.spec.errors.SpecError` listing every problem."""
+    from ragen_cli.spec.loader import load_spec as _load
+
+    return _load(path, overrides)
+
+
+def compile_plan(spec: "RunSpec", device: str | None = None) -> "Plan":
+    """Everything the run decides before it starts (sizes, DeepSpeed config, vLLM arguments,
+    placement, launch); `device` None resolves the spec's `deepspeed.device` on this machine."""
+    from ragen_cli.compile.plan import compile_plan as _compile
+
+    return _compile(spec, device=device)
+
+
+@dataclass
+class TrainResult:
+    """What a training run left: its directory, the last finished step, whether it stopped
+    early (health, Ctrl-C, an empty filter), its last metrics and newest checkpoint."""
+
+    run_dir: Path
+    step: int
+    stopped: bool
+    metrics: dict[str, float] = field(default_factory=dict)
+    checkpoint: Path | None = None
+
+
+class RunFailed(RuntimeError):
+    """A multi-process run's launcher exited non-zero (its ranks' output says why); `code` is
+    its exit code."""
+
+    def __init__(self, code: int, message: str):
+        self.code = code
+        super().__init__(message)
+
+
+def prepare_run(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool):
+    """Lock the run directory (one writer at a time) and write its spec.yaml and plan.json;
+    returns the lock, held until `.release()` (or this process ends)."""
+    from ragen_cli.monitor.rundir import RunDir, lock_run_dir
+    from ragen_cli.train.runtime_light import spec_yaml
+
+    lock = lock_run_dir(run_dir)
+    try:
+        RunDir(run_dir).create(spec_yaml(spec), plan.to_json(), resume=resume)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool) -> dict:
+    """Run the compiled job: the training loop in this process for one process, the Plan's
+    launch command (deepspeed launcher + ragen_cli.train.worker) for several. Returns the
+    loop's summary (for a launched job: read back from the run directory)."""
+    import os
+    import subprocess
+    import sys
+
+    if plan.launch.kind == "in-process":
+        from ragen_cli.train.loop import train as train_loop
+
+        return train_loop(spec, plan, run_dir, resume=resume)
+    argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
+    local = Path(sys.executable).parent / argv[0]  # the launcher installed next to this Python
+    argv[0] = str(local) if local.is_file() else argv[0]
+    code = subprocess.run(argv, env={**os.environ, **plan.env}).returncode
+    if code:
+        raise RunFailed(code, f"{argv[0]} exited {code}; see the ranks' output and {run_dir}/events.jsonl")
+    rows = read_metrics(run_dir)
+    end = [e for e in _events(run_dir) if e.get("kind") == "end"]
+    return {"step": rows[-1]["step"] if rows else 0, "stopped": bool(end and end[-1].get("stopped")),
+            "metrics": rows[-1] if rows else {}}
+
+
+def train(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *, resume: str | Path | None = None) -> TrainResult:
+    """Train as `ragen train` does. `spec`: a RunSpec or a YAML path (with `overrides`); with
+    `resume` a run directory to continue from its newest checkpoint (its own spec.yaml, plus
+    `overrides`; `spec` is then ignored)."""
+    from ragen_cli.models.builtin import resolve_model
+    from ragen_cli.train.checkpoint import check_checkpoint, latest_checkpoint
+
+    if resume is not None:
+        run_dir = Path(resume)
+        latest = latest_checkpoint(run_dir / "checkpoints")
+        if latest is not None:
+            check_checkpoint(latest)
+        spec = load_spec(run_dir / "spec.yaml", overrides)
+    elif not hasattr(spec, "model_dump"):
+        spec = load_spec(spec, overrides)
+    plan = compile_plan(spec)
+    resolve_model(spec.model.name)  # a built-in converted once, a hub id fetched: before any run dir
+    run_dir = Path(resume) if resume is not None else Path(plan.run_dir)
+    lock = prepare_run(spec, plan, run_dir, resume is not None)
+    try:
+        summary = run_job(spec, plan, run_dir, resume is not None)
+    finally:
+        lock.release()
+    return TrainResult(run_dir, summary["step"], summary["stopped"], dict(summary.get("metrics", {})),
+                       latest_checkpoint(run_dir / "checkpoints"))
+
+
+def evaluate(checkpoint: str | Path | None = None, *, model: str | None = None, spec: str | Path | None = None,
+             envs: Sequence[str] | None = None, episodes: int | None = None, greedy: bool = False,
+             temperature: float | None = None, backend: str | None = None, out: str | Path | None = None,
+             quiet: bool = True) -> dict[str, Any]:
+    """Evaluate a checkpoint or a model as `ragen eval` does; returns eval.json's contents (its
+    path under "path"). `quiet` keeps the tables off the console."""
+    import io
+
+    from rich.console import Console
+
+    from ragen_cli.eval.cli_run import EvalOptions, run_eval
+
+    opts = EvalOptions(checkpoint=Path(checkpoint) if checkpoint is not None else None, model=model,
+                       spec=Path(spec) if spec is not None else None, envs=list(envs) if envs else None,
+                       episodes=episodes, greedy=greedy, temperature=temperature, backend=backend,
+                       out=Path(out) if out is not None else None)
+    console = Console(file=io.StringIO()) if quiet else None
+    path = run_eval(opts, console)
+    report = json.loads(Path(path).read_text(encoding="utf-8"))
+    report["path"] = str(path)
+    return report
+
+
+def read_metrics(run_dir: str | Path) -> list[dict]:
+    """A run's metrics.jsonl, one dict per step (a damaged line is skipped, as `ragen watch` does)."""
+    from ragen_cli.monitor.rundir import RunDir
+
+    return RunDir(Path(run_dir)).read_metrics()
+
+
+def _events(run_dir: str | Path) -> list[dict]:
+    from ragen_cli.monitor.jsonl import read_jsonl
+
+    path = Path(run_dir) / "events.jsonl"
+    return read_jsonl(path) if path.is_file() else []
