@@ -117,6 +117,7 @@ def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
         results[key] = run_policy(policy, plan, log)
         res = results[key]
         title = f"{'[' + key + '] ' if len(policies) > 1 else ''}{policy.label}  ({_describe_sampling(plan)})"
+        title += "  INCOMPLETE: the endpoint failed, see below" if res.error else ""
         console.print(summary_table(res.summaries, title))
     comparison = None
     if len(policies) > 1:
@@ -124,6 +125,13 @@ def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
         console.print(compare_table(comparison, policies[0].label, policies[1].label))
     path = write_outputs(out, plan, results, comparison)
     console.print(f"wrote {path}", highlight=False)
+    for res in results.values():
+        if res.error is not None:  # after the report is written: the episodes played are kept
+            from ragen_cli.eval.endpoint import EndpointError
+
+            planned = res.planned * len(plan.envs)
+            raise EndpointError(f"{res.policy.label}: stopped early at {res.error}; the {res.played} of {planned} "
+                                f"episodes played before it are in {path}")
     return path
 
 

@@ -5,6 +5,11 @@ same chat context, same parser, same rewards), with the validation settings: fix
 `seed, seed+1, ...`, one group per seed with `samples` episodes each, temperature 0.5 sampled
 unless told otherwise. A LoRA checkpoint is merged into its base model in a temporary
 directory first, so every backend (HF, vLLM) serves it the same way.
+
+An endpoint policy plays each env in chunks of seeds (as many prompts as the backend sends at
+once), so when the endpoint fails for good (EndpointError, after its retries) the chunks
+already played are kept: the result says what is missing (`error`) and `ragen eval` writes the
+report before it exits non-zero. Each chunk's sampling seed is its first env seed.
 """
 
 from __future__ import annotations
@@ -87,13 +92,23 @@ class PolicyResult:
     records: dict[str, list[dict]]  # env name -> trajectory records (run-directory form)
     summaries: list[EnvSummary]
     seconds: float
+    error: str | None = None  # why the eval stopped early (the records hold what was played)
+    planned: int = 0  # episodes per env the plan asked for
+
+    @property
+    def played(self) -> int:
+        return sum(len(recs) for recs in self.records.values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"manifest": self.manifest, "seconds": round(self.seconds, 3),
-                "results": [s.to_json() for s in self.summaries],
-                "episodes": {env: [{"seed": r["seed"], "sample": r["sample"], "success": r["success"],
-                                    "reward": r["reward"], "task_reward": r.get("task_reward")} for r in recs]
-                             for env, recs in self.records.items()}}
+        out = {"manifest": self.manifest, "seconds": round(self.seconds, 3),
+               "results": [s.to_json() for s in self.summaries],
+               "episodes": {env: [{"seed": r["seed"], "sample": r["sample"], "success": r["success"],
+                                   "reward": r["reward"], "task_reward": r.get("task_reward")} for r in recs]
+                            for env, recs in self.records.items()}}
+        if self.error is not None:
+            out["incomplete"] = {"error": self.error, "episodes_planned_per_env": self.planned,
+                                 "episodes_played": {env: len(recs) for env, recs in self.records.items()}}
+        return out
 
 
 def _merge_lora(policy: Policy, workdir: Path) -> Path:
@@ -131,28 +146,49 @@ def _close(backend) -> None:
             return
 
 
+def seeds_per_chunk(policy: Policy, plan: EvalPlan, concurrency: int) -> int:
+    """Seeds played per `run_rollouts` call: all at once for local backends; for an endpoint,
+    as many as fill one concurrent fan-out of requests (at least one seed)."""
+    if policy.kind != "endpoint":
+        return len(plan.seeds)
+    return max(1, concurrency // plan.samples)
+
+
 def run_policy(policy: Policy, plan: EvalPlan, log: Callable[[str], None] = lambda _m: None) -> PolicyResult:
-    """Play every env of the plan with `policy`; trajectories come back as records."""
+    """Play every env of the plan with `policy`; trajectories come back as records. An endpoint
+    that fails for good ends the eval early with what was played (`PolicyResult.error`)."""
+    from ragen_cli.eval.endpoint import EndpointError
     from ragen_cli.rollout.driver import run_rollouts
 
     start = time.perf_counter()
     records: dict[str, list[dict]] = {}
+    error = None
     with tempfile.TemporaryDirectory(prefix="ragen-eval-") as tmp:
         backend, tokenizer = open_backend(policy, plan, Path(tmp))
+        chunk = seeds_per_chunk(policy, plan, getattr(backend, "concurrency", 1))
         try:
             for env in plan.envs:
                 t0 = time.perf_counter()
-                trajs = run_rollouts(backend, tokenizer, env, list(plan.seeds), plan.samples, plan.rollout,
-                                     plan.spec.model.max_context, sample_seed=plan.seeds[0])
-                records[env.name] = [dict(t.to_record(with_tokens=True), sample=i % plan.samples)
-                                     for i, t in enumerate(trajs)]
-                log(f"{policy.label}: {env.name}: {len(trajs)} episodes in {time.perf_counter() - t0:.1f} s")
+                records[env.name] = recs = []
+                for first in range(0, len(plan.seeds), chunk):
+                    seeds = list(plan.seeds[first:first + chunk])
+                    try:
+                        trajs = run_rollouts(backend, tokenizer, env, seeds, plan.samples, plan.rollout,
+                                             plan.spec.model.max_context, sample_seed=seeds[0])
+                    except EndpointError as err:
+                        error = f"{env.name}, seeds {seeds[0]}..{seeds[-1]}: {err}"
+                        break
+                    recs += [dict(t.to_record(with_tokens=True), sample=i % plan.samples) for i, t in enumerate(trajs)]
+                log(f"{policy.label}: {env.name}: {len(recs)} episodes in {time.perf_counter() - t0:.1f} s")
+                if error is not None:
+                    break
         finally:
             _close(backend)
-    summaries = [summarize(env.name, records[env.name], plan.samples) for env in plan.envs]
+    summaries = [summarize(env.name, records[env.name], plan.samples) for env in plan.envs if records.get(env.name)]
     manifest = build_manifest(policy=policy.describe(), envs=[e.model_dump() for e in plan.envs],
                               seeds=list(plan.seeds), sampling=plan.sampling(), backend=_backend_name(policy, plan))
-    return PolicyResult(policy, manifest, records, summaries, time.perf_counter() - start)
+    return PolicyResult(policy, manifest, records, summaries, time.perf_counter() - start, error,
+                        len(plan.seeds) * plan.samples)
 
 
 def _backend_name(policy: Policy, plan: EvalPlan) -> str:
