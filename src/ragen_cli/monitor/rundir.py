@@ -268,13 +268,18 @@ def latest_run(parent: str | os.PathLike = "runs") -> Path | None:
         return None
     best: tuple[float, Path] | None = None
     for d in parent.iterdir():
-        if not d.is_dir():
-            continue
-        files = [d / n for n in ("metrics.jsonl", "events.jsonl", "spec.yaml", "plan.json")]
-        stamps = [f.stat().st_mtime for f in files if f.exists()]
+        stamps = [t for n in ("metrics.jsonl", "events.jsonl", "spec.yaml", "plan.json") if (t := _mtime(d / n))]
         if stamps and (best is None or max(stamps) > best[0]):
             best = (max(stamps), d)
     return best[1] if best else None
+
+
+def _mtime(path: Path) -> float | None:
+    """Modification time, None when the file is absent (or deleted while we look)."""
+    try:
+        return path.stat().st_mtime
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 def _write_atomic(path: Path, text: str) -> None:
