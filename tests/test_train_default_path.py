@@ -121,3 +121,17 @@ def test_a_second_ctrl_c_aborts_at_once_and_closes_the_engine(run):
     while time.monotonic() < deadline and _group_alive(pgid):
         time.sleep(0.5)
     assert _group_alive(pgid) == []
+
+
+def test_the_console_is_quiet_and_the_engine_logs_go_to_a_file(run):
+    """Without --verbose (issue 37): ragen's own lines and its progress bar on screen, vLLM's
+    log lines in RUN_DIR/engine.log. Before, about 180 engine and library lines came before the
+    first step; what may still get through are a few lines that native code or an engine
+    process writes to the terminal itself."""
+    run_dir, output, *_ = run
+    head = output.split("step 1/")[0].splitlines()
+    assert f"ragen: engine logs in {run_dir / 'engine.log'} (--verbose shows them here)" in head
+    assert len(head) <= 10, "\n".join(head)
+    assert not [line for line in head if " INFO " in line or "FutureWarning" in line]
+    log = (run_dir / "engine.log").read_text()
+    assert log.count(" vllm") >= 10 and "INFO" in log

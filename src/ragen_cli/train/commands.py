@@ -23,10 +23,18 @@ def train(
     set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR from its newest checkpoint.",
                                           metavar="RUN_DIR"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Show the engines' logs (vLLM, progress bars, library warnings) here; "
+                                      "without it they go to RUN_DIR/engine.log."),
 ) -> None:
     """Train a policy with StarPO / StarPO-S as the spec says; Ctrl-C saves a checkpoint and exits."""
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.spec.commands import load_or_exit
+
+    if not verbose and not dry_run:
+        from ragen_cli.quiet import early_quiet
+
+        early_quiet()
 
     if resume is None and spec is None:
         typer.echo("ragen train: give a SPEC file, or --resume RUN_DIR.", err=True)
@@ -49,6 +57,11 @@ def train(
     try:
         _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
         typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
+        if not verbose:
+            from ragen_cli.quiet import go_quiet
+
+            log = go_quiet(run_dir)
+            typer.echo(f"ragen: engine logs in {log} (--verbose shows them here)", err=True)
         code = _run(loaded.spec, plan, run_dir, resume is not None)
     finally:
         lock.release()
