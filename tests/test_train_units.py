@@ -116,3 +116,20 @@ def test_filter_ranks_groups_by_the_task_reward_unless_told_shaped():
     assert filter_groups(filter_rewards(trajs, "shaped"), groups, 0.5)[0].tolist() == [0, 1]
     with pytest.raises(ValueError):
         filter_rewards(trajs, "episode")
+
+
+def test_a_failed_error_event_does_not_hide_the_runs_own_error(tmp_path, capsys):
+    """On a full disk the `error` event cannot be written either: `_record_error` says so on
+    stderr and returns, so the exception the user sees is the run's own (issue 38 section 3)."""
+    from types import SimpleNamespace
+
+    from ragen_cli.monitor.rundir import RunDir
+    from ragen_cli.train.loop import _record_error
+
+    rundir = RunDir(tmp_path / "run")
+    rundir.create("name: x\n", "{}")
+    rundir.events_path.mkdir()  # any write to it fails with an OSError, as a full disk does
+    run = SimpleNamespace(state=SimpleNamespace(step=3),
+                          event=lambda kind, step, **data: rundir.write_event(kind, step, **data))
+    _record_error(run, RuntimeError("the run's own error"))
+    assert "could not record the error in events.jsonl" in capsys.readouterr().err

@@ -58,23 +58,29 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
     if group_size < 1 or not seeds:
         raise ValueError("run_rollouts needs at least one seed and group_size >= 1")
     fmt = ChatFormat(tokenizer, rollout.think)
-    episodes = []
-    for group, seed in enumerate(seeds):
-        for copy in range(group_size):
-            env = make_env(env_ref.name, dict(env_ref.config))
-            obs, info = env.reset(seed=seed)
-            ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
-            traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
-            example = rollout.answer_example if shown is None or group < shown else "none"
-            episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example, copy=copy))
-    for turn in range(1, rollout.max_turns + 1):
-        live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
-        if not live:
-            break
-        samples = generate_grouped(backend, [ep.prompt for ep in live], rollout, seed=sample_seed * 1009 + turn)
-        for ep, sample in zip(live, samples):
-            _close_turn(ep, sample, rollout, tokenizer)
-            ep.done = ep.done or turn == rollout.max_turns
+    episodes: list[_Episode] = []
+    envs = []
+    try:
+        for group, seed in enumerate(seeds):
+            for copy in range(group_size):
+                env = make_env(env_ref.name, dict(env_ref.config))
+                envs.append(env)
+                obs, info = env.reset(seed=seed)
+                ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
+                traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
+                example = rollout.answer_example if shown is None or group < shown else "none"
+                episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example, copy=copy))
+        for turn in range(1, rollout.max_turns + 1):
+            live = [ep for ep in episodes if not ep.done and _open_turn(ep, turn, rollout, max_context)]
+            if not live:
+                break
+            samples = generate_grouped(backend, [ep.prompt for ep in live], rollout, seed=sample_seed * 1009 + turn)
+            for ep, sample in zip(live, samples):
+                _close_turn(ep, sample, rollout, tokenizer)
+                ep.done = ep.done or turn == rollout.max_turns
+    finally:  # an env may hold a process, a server session or a file (the adapters): release it
+        for env in envs:
+            env.close()
     for ep in episodes:
         ep.traj.truncated = ep.traj.overflow or not ep.terminated
         ep.traj.check()

@@ -20,6 +20,7 @@ How this departs from the paper and its reference code (docs/training.md has the
 from __future__ import annotations
 
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -150,20 +151,28 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                   rank_checksums=stages.rank_checksums(run))
     except EnvFailure as exc:  # an outside env or a user's function failed: keep what is trained, then stop
         saved = save_before_stopping(run)
-        run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(),
-                  checkpoint=None if saved is None else str(saved))
+        _record_error(run, exc, checkpoint=None if saved is None else str(saved))
         run.say(f"ragen: stopping: {exc}"
                 + (f"\nragen: saved {saved}; fix the env and resume with: ragen train --resume {run.rundir.path}"
                    if saved is not None else ""))
         raise
     except BaseException as exc:
-        run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        _record_error(run, exc)
         raise
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         teardown(run)
     return summary
+
+
+def _record_error(run: Run, exc: BaseException, **data) -> None:
+    """The `error` event, unless writing it fails too (a full disk): then the run's own error is
+    what the user sees, not the failed write (which is named on stderr)."""
+    try:
+        run.event("error", run.state.step, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc(), **data)
+    except OSError as write_error:
+        print(f"ragen: could not record the error in events.jsonl: {write_error}", file=sys.stderr, flush=True)
 
 
 def save_before_stopping(run: Run) -> Path | None:
