@@ -299,7 +299,7 @@ TRAINER = textwrap.dedent("""
     from ragen_cli.envs.adapters.openenv_server import running_servers
     env = make_env("openenv", {"command": %r})
     env.reset(seed=0)
-    print(running_servers()[0].proc.pid, flush=True)
+    print(running_servers()[0].proc.pid, running_servers()[0].log, flush=True)
     if sys.argv[1] == "hang":
         time.sleep(600)
 """)
@@ -311,12 +311,14 @@ def test_no_server_outlives_its_trainer(end):
     """Interpreter exit (atexit) and SIGKILL (parent-death signal) both take the server down."""
     proc = subprocess.Popen([sys.executable, "-c", TRAINER % (command(3),), "hang" if end == "sigkill" else "exit"],
                             stdout=subprocess.PIPE, text=True)
-    pid = int(proc.stdout.readline())
+    pid, log = proc.stdout.readline().split()
+    pid = int(pid)
     assert alive(pid)
     if end == "sigkill":
         proc.kill()
     proc.wait(30)
     assert wait_gone(pid), f"server {pid} outlived its trainer ({end})"
+    Path(log).unlink(missing_ok=True)  # a SIGKILLed trainer leaves its server's log behind
 
 
 @pytest.mark.slow

@@ -119,7 +119,11 @@ def acquire_server(command: tuple[str, ...], cwd: str, keep_alive_s: float | Non
         server = _SERVERS.get(key)
         if server is None:
             server = Server(*key, keep_alive_s)
-            server.start(start_timeout_s)
+            try:
+                server.start(start_timeout_s)
+            except EnvServerError:
+                _remove(server.log)  # its tail is in the message
+                raise
             _SERVERS[key] = server
         elif server.proc.poll() is not None:
             raise EnvServerError(f"{server.describe()} is no longer running{server.exit_note()}; "
@@ -172,8 +176,12 @@ def _drop(server: Server) -> None:
     if server.timer is not None:
         server.timer.cancel()
     server.stop()
+    _remove(server.log)
+
+
+def _remove(path: str) -> None:
     try:
-        os.unlink(server.log)
+        os.unlink(path)
     except OSError:
         pass
 
