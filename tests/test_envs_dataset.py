@@ -210,3 +210,7 @@ def test_a_failing_reward_function_stops_the_run_after_a_checkpoint(project, tin
     error = events[-1]
     assert error["kind"] == "error" and error["step"] == 1 and "lost the answer key" in error["error"]
     assert error["checkpoint"].endswith("step-1") and (project / "ds" / "checkpoints" / "step-1" / "model").is_dir()
+    # the seed cursor of the saved state has moved past step 1's 2 seeds only (first seed 10000):
+    # a resumed run replays the failed step's seeds instead of skipping them
+    state = json.loads((project / "ds" / "checkpoints" / "step-1" / "state.json").read_text())
+    assert state["cursor"] == 10002

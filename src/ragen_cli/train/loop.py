@@ -40,8 +40,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     t_step = time.perf_counter()
     # 1. rollout: P initial states x N rollouts each
     seeds = stages.step_seeds(run.state.cursor, spec.env.train.groups)
-    run.state.cursor += spec.env.train.groups
     trajs, metrics = stages.gather_rollouts(run, seeds, step)
+    run.state.cursor += spec.env.train.groups  # after the rollouts: an env failure's seeds are not skipped on resume
     # 2. StarPO-S filter: keep the groups with the highest in-group std of the task reward
     # (or another RAGEN-2 strategy and metric: algorithm.filter)
     kept, fstats = stages.select_kept(trajs, a.filter, run.state.keep_ratio)
