@@ -250,7 +250,7 @@ def test_a_command_that_exits_fails_with_its_output():
     ({"command": "python server.py"}, "put {port} in it"),
     ({"base_url": "127.0.0.1:8000"}, "base_url must start with"),
     ({"base_url": "http://h", "timeout_s": 0}, "timeout_s must be > 0"),
-    ({"base_url": "http://h", "observation": "no_such_module:f"}, "observation: cannot load 'no_such_module:f'"),
+    ({"base_url": "http://h", "observation": "no_such_module:f"}, "observation function 'no_such_module:f': cannot import module 'no_such_module'"),
     ({"base_url": "http://h", "port": 1}, "unknown key 'port'"),
 ])
 def test_config_errors(config, message):

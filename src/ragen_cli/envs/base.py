@@ -30,6 +30,29 @@ class EnvConfigError(ValueError):
         super().__init__("; ".join(self.problems))
 
 
+def import_ref(ref: str, what: str) -> Any:
+    """`module:name` -> the object, the module found like `python -m` finds one: also in the
+    directory ragen runs in (a user's env, reward or mapping module sits beside the spec).
+    A ValueError names `what` and `ref` when the reference is malformed or does not resolve; a
+    module that fails while importing is reported with its error."""
+    import importlib
+    import os
+    import sys
+
+    module_name, sep, attr = str(ref).partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"{what} must be written module:name, got {ref!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:  # a user's module may fail in any way while importing
+        raise ValueError(f"{what} '{ref}': cannot import module '{module_name}': {type(err).__name__}: {err}") from None
+    if not hasattr(module, attr):
+        raise ValueError(f"{what} '{ref}': module '{module_name}' has no attribute '{attr}'")
+    return getattr(module, attr)
+
+
 class EnvFailure(RuntimeError):
     """An outside environment or a user's function failed mid-run (a dead env server, a reward
     function that raised). Not a bad action: those never raise. The training loop saves a

@@ -5,13 +5,10 @@ group `ragen.envs`. `check_env` gives spec validation the same messages that
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
-import os
-import sys
 from dataclasses import dataclass, field
 
-from ragen_cli.envs.base import EnvConfigError, TextEnv, config_from_dict
+from ragen_cli.envs.base import EnvConfigError, TextEnv, config_from_dict, import_ref
 
 ENTRY_POINT_GROUP = "ragen.envs"
 
@@ -66,19 +63,12 @@ class UnknownEnvError(ValueError):
 
 
 def _load_target(target: str) -> type:
-    module_name, _, attr = target.partition(":")
-    # A user's env module is found like `python -m` finds one: relative to the working directory
-    # (a project made by `ragen init` keeps my_env.py beside its spec).
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    """The env class `module:Class` (`base.import_ref`: the working directory is searched, so a
+    project made by `ragen init` finds my_env.py beside its spec)."""
     try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # a user's module may fail in any way while importing
-        raise UnknownEnvError(f"cannot import module '{module_name}' for env '{target}': "
-                              f"{type(err).__name__}: {err}") from None
-    cls = getattr(module, attr, None)
-    if cls is None:
-        raise UnknownEnvError(f"module '{module_name}' has no attribute '{attr}'")
+        cls = import_ref(target, "env")
+    except ValueError as err:
+        raise UnknownEnvError(str(err)) from None
     if not (isinstance(cls, type) and issubclass(cls, TextEnv)):
         raise UnknownEnvError(f"'{target}' is not a subclass of ragen_cli.envs.base.TextEnv")
     return cls

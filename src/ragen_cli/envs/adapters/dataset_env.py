@@ -31,17 +31,15 @@ overlaps the training rows.
 from __future__ import annotations
 
 import csv
-import importlib
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from ragen_cli.envs.base import EnvFailure, TextEnv
+from ragen_cli.envs.base import EnvFailure, TextEnv, import_ref
 
 
 @dataclass
@@ -146,19 +144,10 @@ def _read(p: Path, split: str | None) -> list[dict]:
 
 
 def load_function(name: str) -> Callable:
-    """`module:function`, imported from the directory ragen runs in (as a user's env module)."""
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"'{name}' is not module:function")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # a user's module may fail in any way while importing
-        raise ValueError(f"cannot import module '{module_name}' for '{name}': {type(err).__name__}: {err}") from None
-    fn = getattr(module, attr, None)
+    """A reward or feedback function, `module:function` (`base.import_ref`)."""
+    fn = import_ref(name, "reward function")
     if not callable(fn):
-        raise ValueError(f"module '{module_name}' has no function '{attr}'")
+        raise ValueError(f"reward function '{name}' is not callable")
     return fn
 
 

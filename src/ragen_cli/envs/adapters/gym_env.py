@@ -21,17 +21,14 @@ env once per distinct config per process (`_probe`).
 
 from __future__ import annotations
 
-import importlib
-import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium
 import numpy as np
 
-from ragen_cli.envs.base import TextEnv, check_action_match, named_action
+from ragen_cli.envs.base import TextEnv, check_action_match, import_ref, named_action
 
 OBSERVATIONS = ("auto", "ansi", "text")  # or module:function
 ANSI_COLORS = ("brackets", "strip", "keep")
@@ -93,28 +90,11 @@ class GymnasiumConfig:
         if self.max_actions < 1:
             raise ValueError(f"max_actions must be >= 1, got {self.max_actions}")
         if ":" in self.observation:
-            fn = import_object(self.observation, "observation function")
+            fn = import_ref(self.observation, "observation function")
             if not callable(fn):
                 raise ValueError(f"observation function '{self.observation}' is not callable")
         observation_mode(self, _probe(self))
         check_actions(self, _probe(self).action_space)
-
-
-def import_object(ref: str, what: str) -> Any:
-    """`module:name` -> the object; a ValueError naming `what` and `ref` when it cannot be found.
-    The working directory is searched too (a user's module sits beside the spec)."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"{what} must be written module:name, got {ref!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as err:  # a user's module may fail in any way while importing
-        raise ValueError(f"{what} '{ref}': cannot import module '{module_name}': {type(err).__name__}: {err}") from None
-    if not hasattr(module, attr):
-        raise ValueError(f"{what} '{ref}': module '{module_name}' has no attribute '{attr}'")
-    return getattr(module, attr)
 
 
 def label(cfg: GymnasiumConfig) -> str:
@@ -131,7 +111,7 @@ def build(cfg: GymnasiumConfig, render_mode: str | None = None) -> gymnasium.Env
             raise ValueError(f"unknown Gymnasium id '{cfg.id}': {err}") from None
         except Exception as err:
             raise ValueError(f"gymnasium.make('{cfg.id}', **kwargs) failed: {type(err).__name__}: {err}") from None
-    cls = import_object(str(cfg.entry), "entry")
+    cls = import_ref(str(cfg.entry), "entry")
     if not (isinstance(cls, type) and issubclass(cls, gymnasium.Env)):
         raise ValueError(f"entry '{cfg.entry}' is not a gymnasium.Env subclass")
     try:
@@ -224,7 +204,7 @@ class GymnasiumEnv(TextEnv):
         cfg = self.config
         probe = _probe(cfg)
         self._mode = observation_mode(cfg, probe)
-        self._to_text = import_object(cfg.observation, "observation function") if self._mode == "function" else None
+        self._to_text = import_ref(cfg.observation, "observation function") if self._mode == "function" else None
         self._space = probe.action_space
         self.gym = build(cfg, "ansi" if self._mode == "ansi" else None)
         self._text, self._raw = "", None

@@ -39,11 +39,8 @@ of its Action model), or one the `action` function maps to None, is an invalid a
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import shlex
-import sys
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -53,7 +50,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 
 from ragen_cli.envs.adapters.openenv_server import EnvServerError, acquire_server, release_server
-from ragen_cli.envs.base import EnvFailure, TextEnv
+from ragen_cli.envs.base import EnvFailure, TextEnv, import_ref
 
 __all__ = ["EnvServerError", "OpenEnvConfig", "OpenEnvEnv"]
 
@@ -120,14 +117,8 @@ def argv(command: str | tuple[str, ...]) -> list[str]:
 
 
 def load_function(target: str, key: str) -> Callable:
-    """`module:function`, imported from the directory ragen runs in (as env classes are)."""
-    module_name, _, attr = target.partition(":")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except Exception as err:  # a user's module may fail in any way while importing
-        raise ValueError(f"{key}: cannot load {target!r}: {type(err).__name__}: {err}") from None
+    """The `observation` / `action` mapping function, `module:function` (`base.import_ref`)."""
+    fn = import_ref(target, f"{key} function")
     if not callable(fn):
         raise ValueError(f"{key}: {target!r} is not a function")
     return fn
