@@ -17,7 +17,8 @@ engine in three states:
   once the update moves the log-probs well above the kernels' noise.
 
 Printed: one JSON line per precision and update size with the probe numbers (noise, gap, moved,
-lag: medians) and the verdict counts; the CPU's bf16 flags (bf16 on a CPU without
+lag: medians), the verdict counts and every probe's raw numbers ([tokens, noise, gap, old,
+moved] per engine state, for judging another rule on the same measurements); the CPU's bf16 flags (bf16 on a CPU without
 AVX512-BF16 or AMX is emulated and slow; the numbers still show the kernels' disagreement).
 """
 
@@ -128,6 +129,9 @@ def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[f
                 row[f"{state_name}_gap"] = med([c.gap for c in checks])
                 row[f"{state_name}_lag"] = med([c.lag for c in checks]) if checks[0].moved > 0 else None
                 row[f"{state_name}_verdicts"] = {v: sum(c.verdict == v for c in checks) for v in ("ok", "lagging", "off")}
+            # each probe's raw numbers, so another rule can be judged on the same measurements
+            row["probes_raw"] = {name: [[c.tokens, round(c.noise, 6), round(c.gap, 6), round(c.old, 6), round(c.moved, 6)]
+                                        for c in checks] for name, checks in judged.items()}
             row["seconds"] = round(time.perf_counter() - t0, 1)
             print(json.dumps(row), flush=True)
             out.append(row)
