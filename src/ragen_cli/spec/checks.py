@@ -160,17 +160,31 @@ def _slots_ok(word: str) -> bool:
     return key == "slots" and value.isdigit() and int(value) > 0
 
 
-LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}  # logger -> the package it writes with
+# logger -> the modules it writes with (space-separated; MLflow's local store is a SQLite file) and
+# what to pip install for them (the `trackers` extra of pyproject.toml pins the tested versions)
+LOGGER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio",
+                   "mlflow": "mlflow sqlalchemy alembic"}
+LOGGER_PIP = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio",
+              "mlflow": "mlflow-skinny sqlalchemy alembic"}
 
 
 def check_loggers(spec: RunSpec) -> Found:
-    """A logger other than jsonl needs its package installed here (found without importing it)."""
+    """A logger other than jsonl needs its packages installed here (found without importing them)."""
     out: Found = []
     for i, logger in enumerate(spec.monitor.loggers):
-        package = LOGGER_PACKAGES.get(logger)
-        if package and importlib.util.find_spec(package) is None:
-            out.append((f"monitor.loggers[{i}]", f"logger '{logger}' needs the '{package}' package: pip install {package}"))
+        missing = [m for m in LOGGER_PACKAGES.get(logger, "").split() if not _installed(m)]
+        if missing:
+            out.append((f"monitor.loggers[{i}]", f"logger '{logger}' needs the '{missing[0]}' package: "
+                                                 f"pip install {LOGGER_PIP.get(logger, missing[0])} "
+                                                 f"(all trackers: pip install 'ragen-cli[trackers]')"))
     return out
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or hidden install, a module without a spec
+        return False
 
 
 def check_refs(spec: RunSpec) -> Found:
@@ -214,7 +228,7 @@ RULES = (
     "nodes > 1 needs a hostfile; a hostfile must exist, hold `hostname slots=N` lines, and list at least `nodes` hosts; "
     "the run directory (output.dir) must be on a filesystem every node mounts at the same path (each rank "
     "checks at start, and stops naming its host if it cannot see the run's spec and plan).",
-    "Each logger besides jsonl has its package installed (tensorboard, wandb).",
+    "Each logger besides jsonl has its packages installed (tensorboard; wandb, trackio, mlflow: `pip install 'ragen-cli[trackers]'`).",
     "model.name is a built-in, a local directory with config.json, or a hub id org/name.",
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
