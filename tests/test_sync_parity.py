@@ -97,8 +97,9 @@ def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_pa
                                                                              fault):
     """A real 2-step run (tiny-random, vLLM engine in this process, DeepSpeed, fp32, LoRA merged
     sync as the shipped specs): with the real sync it trains to the end; with a sync that pushes
-    only the even-numbered layers (a half-applied sync, injected at `stages.push_weights`) the
-    probe stops it at step 1 with ParityError, recorded as the run's error event. A large entropy
+    only layer 0 from step 2 on (a half-applied sync, injected at `stages.push_weights`) the
+    probe stops it in step 2 with ParityError, recorded as the run's error event, after saving
+    step 1. A large entropy
     bonus moves the weights (rewards here do not differ within a group)."""
     import json
 
@@ -109,7 +110,12 @@ def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_pa
 
     monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (as on CUDA)
     if fault == "half":
-        def half_sync(run, tag):
+        real_push, calls = stages.push_weights, []
+
+        def half_sync(run, tag):  # step 1 syncs as it should; from step 2 on, half the layers
+            calls.append(tag)
+            if len(calls) == 1:
+                return real_push(run, tag)
             state = merged_state_dict(run.engines.actor.module)
             run.backend.sync({k: v for k, v in state.items() if "layers.1." not in k})
             return 0.0
@@ -128,7 +134,9 @@ def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_pa
     with pytest.raises(ParityError, match="do not serve the weights the update made|half-applied"):
         run_tiny(out, sets)
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    assert events[-1]["kind"] == "error" and events[-1]["step"] == 0 and "ParityError" in events[-1]["error"]
+    # stopped in step 2; step 1, whose sync was whole, is saved (the trainer's state is sound)
+    assert events[-1]["kind"] == "error" and events[-1]["step"] == 1 and "ParityError" in events[-1]["error"]
+    assert events[-1]["checkpoint"].endswith("step-1") and (out / "checkpoints" / "step-1" / "model").is_dir()
 
 
 def test_the_bf16_merge_rounding_seen_in_a_healthy_run_passes():

@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 
 from ragen_cli.envs.base import EnvFailure
+from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate
@@ -149,11 +150,13 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"],
                   rank_checksums=stages.rank_checksums(run))
-    except EnvFailure as exc:  # an outside env or a user's function failed: keep what is trained, then stop
+    except (EnvFailure, ParityError) as exc:
+        # an outside env or a user's function failed, or the rollout engine does not serve the
+        # trainer's weights: the trainer's own state is sound, so keep what is trained, then stop
         saved = save_before_stopping(run)
         _record_error(run, exc, checkpoint=None if saved is None else str(saved))
         run.say(f"ragen: stopping: {exc}"
-                + (f"\nragen: saved {saved}; fix the env and resume with: ragen train --resume {run.rundir.path}"
+                + (f"\nragen: saved {saved}; after the fix, resume with: ragen train --resume {run.rundir.path}"
                    if saved is not None else ""))
         raise
     except BaseException as exc:
