@@ -12,20 +12,23 @@
 # --no-deps --no-build-isolation). The torch, transformers and peft already there are kept.
 # Checks that cannot run (no vLLM, no DeepSpeed, sleep mode without CUDA) are skipped and say why.
 # Options: --python PY (default: $PYTHON or python3), --timeout S (default 480; the exit code is
-# 124 when it is reached). Exit 0 when every check that ran passed, 1 otherwise, 2 for bad usage.
+# 124 when it is reached), --only a,b (a subset of update_full, update_lora, hf_rollouts, resume,
+# vllm). Exit 0 when every check that ran passed, 1 otherwise, 2 for bad usage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 WHEELS=""
 DEVICE=auto
 LIMIT=480
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+ONLY=""
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --wheels) WHEELS=${2:?--wheels needs a directory}; shift 2 ;;
     --device) DEVICE=${2:?--device needs auto, cuda or cpu}; shift 2 ;;
     --python) PY=${2:?--python needs an interpreter}; shift 2 ;;
     --timeout) LIMIT=${2:?--timeout needs seconds}; shift 2 ;;
+    --only) ONLY=${2:?--only needs check names}; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu-check: unknown option $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -43,4 +46,4 @@ if [ -n "$WHEELS" ]; then
     "$PY" -m pip install -q --no-index --no-deps --no-build-isolation -e .
   fi
 fi
-exec timeout "$LIMIT" "$PY" -m ragen_cli.gpucheck --device "$DEVICE"
+exec timeout "$LIMIT" "$PY" -m ragen_cli.gpucheck --device "$DEVICE" ${ONLY:+--only "$ONLY"}

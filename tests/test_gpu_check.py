@@ -16,8 +16,9 @@ SCRIPT = ROOT / "scripts" / "gpu-check.sh"
 
 
 def test_bad_usage_exits_2():
-    for args in (["--bogus"], ["--device", "gpu"], ["--wheels", "/no/such/dir"]):
-        proc = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=30)
+    for args in (["--bogus"], ["--device", "gpu"], ["--wheels", "/no/such/dir"], ["--device", "cpu", "--only", "nope"]):
+        proc = subprocess.run(["bash", str(SCRIPT), "--python", sys.executable, *args], capture_output=True, text=True,
+                              timeout=60)
         assert proc.returncode == 2 and "gpu-check:" in proc.stderr, args
 
 

@@ -252,6 +252,11 @@ def resume(device: str, work: Path) -> dict:
     return {"ok": same_keys and diff == 0.0, "tensors": len(a), "max_abs_diff": diff}
 
 
+CHECKS = ("update_full", "update_lora", "hf_rollouts", "resume", "vllm")
+"""In the order they run; vLLM last: shutting an in-process engine down tears torch.distributed's
+process groups down, which a later DeepSpeed engine in the same process would need."""
+
+
 def run_check(name: str, fn, *args) -> dict:
     start = time.perf_counter()
     try:
@@ -270,6 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m ragen_cli.gpucheck", description=__doc__.splitlines()[0])
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--work", type=Path, default=None, help="scratch directory (default: a temporary one)")
+    ap.add_argument("--only", default=None, help="comma-separated checks to run (default: all): " + ", ".join(CHECKS))
     args = ap.parse_args(argv)
     from ragen_cli.device import resolve_precision, resolved
 
@@ -286,14 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="ragen-gpu-check-") as tmp:
         work = args.work or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        checks = {
-            "update_full": run_check("update_full", update, device, precision, False),
-            "update_lora": run_check("update_lora", update, device, precision, True),
-            "hf_rollouts": run_check("hf_rollouts", hf_rollouts, device, precision),
-            "resume": run_check("resume", resume, device, work),
-            # last: shutting an in-process engine down tears down torch.distributed's groups
-            "vllm": run_check("vllm", vllm_engine, device, precision),
-        }
+        wanted = CHECKS if args.only is None else [c.strip() for c in args.only.split(",") if c.strip()]
+        unknown = sorted(set(wanted) - set(CHECKS))
+        if unknown:
+            print(f"gpu-check: unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}", file=sys.stderr)
+            return 2
+        calls = {"update_full": (update, device, precision, False), "update_lora": (update, device, precision, True),
+                 "hf_rollouts": (hf_rollouts, device, precision), "resume": (resume, device, work),
+                 "vllm": (vllm_engine, device, precision)}
+        checks = {name: run_check(name, *calls[name]) for name in CHECKS if name in wanted}
     ok = all(c.get("ok") for c in checks.values() if "skipped" not in c)
     print(json.dumps({"ok": ok, "device": device, "precision": precision, "precision_why": why,
                       "versions": versions(), "checks": checks, "seconds": round(time.perf_counter() - start, 1)}),
