@@ -93,46 +93,31 @@ def test_false_stops_of_healthy_syncs_and_misses_of_stale_ones_by_simulation():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["none", "half"])
-def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_path, tiny_model_dir, monkeypatch,
-                                                                             fault):
-    """A real 2-step run (tiny-random, vLLM engine in this process, DeepSpeed, fp32, LoRA merged
-    sync as the shipped specs): with the real sync it trains to the end; with a sync that pushes
-    only layer 0 from step 2 on (a half-applied sync, injected at `stages.push_weights`) the
-    probe stops it in step 2 with ParityError, recorded as the run's error event, after saving
-    step 1. A large entropy
-    bonus moves the weights (rewards here do not differ within a group)."""
+def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_path, tiny_model_dir, fault):
+    """A real 2-step run (tiny-random, vLLM engine in its process, DeepSpeed, fp32, LoRA merged
+    sync as the shipped specs; tests/sync_fault_run.py): with the real sync it trains to the end;
+    with a sync that pushes only layer 0 from step 2 on (a half-applied sync) the probe stops it
+    in step 2 with ParityError, recorded as the run's error event, after saving step 1. A large
+    entropy bonus moves the weights (rewards here do not differ within a group)."""
     import json
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    from test_train_e2e import TINY, run_tiny
-
-    from ragen_cli.train import stages
-    from ragen_cli.train.lora import merged_state_dict
-
-    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine in this process (as on CUDA)
-    if fault == "half":
-        real_push, calls = stages.push_weights, []
-
-        def half_sync(run, tag):  # step 1 syncs as it should; from step 2 on, half the layers
-            calls.append(tag)
-            if len(calls) == 1:
-                return real_push(run, tag)
-            state = merged_state_dict(run.engines.actor.module)
-            run.backend.sync({k: v for k, v in state.items() if "layers.1." not in k})
-            return 0.0
-
-        monkeypatch.setattr(stages, "push_weights", half_sync)
-    sets = [s for s in TINY if not s.startswith("rollout.backend")] + [
-        "rollout.backend=vllm", "model.lora={rank: 8, alpha: 16}", "train.steps=2", "train.lr_actor=1e-2",
-        "algorithm.entropy_coef=1.0", "algorithm.adv_estimator=grpo", "checkpoint.every=0"]
     out = tmp_path / "run"
+    script = Path(__file__).with_name("sync_fault_run.py")
+    proc = subprocess.run([sys.executable, str(script), str(out), fault], capture_output=True, text=True, timeout=600)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    res = json.loads(lines[-1][len("RESULT "):])
     if fault == "none":
-        summary = run_tiny(out, sets)
-        assert summary["step"] == 2
+        assert res["error"] is None, res
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        assert [m["step"] for m in metrics] == [1, 2]
         assert all(m["sync/parity_moved"] > 1e-3 and m["sync/parity_gap"] < 1e-4 for m in metrics)
         return
-    with pytest.raises(ParityError, match="do not serve the weights the update made|half-applied"):
-        run_tiny(out, sets)
+    assert res["error"] == "ParityError" and ("do not serve the weights the update made" in res["message"]
+                                              or "half-applied" in res["message"]), res
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     # stopped in step 2; step 1, whose sync was whole, is saved (the trainer's state is sound)
     assert events[-1]["kind"] == "error" and events[-1]["step"] == 1 and "ParityError" in events[-1]["error"]

@@ -5,12 +5,12 @@ The Python API (docs/api.md) is importable from here; its functions load what th
 they run:
 
     import ragen_cli as ragen
-    result = ragen.train(ragen.load_spec("specs/bandit.yaml", ["train.steps=5"]))
+    result = ragen.train_policy(ragen.load_spec("specs/bandit.yaml", ["train.steps=5"]))
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["load_spec", "compile_plan", "train", "evaluate", "read_metrics", "TrainResult"]
+__all__ = ["load_spec", "compile_plan", "train_policy", "evaluate", "read_metrics", "TrainResult"]
 
 
 def __getattr__(name: str):

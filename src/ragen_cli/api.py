@@ -3,7 +3,7 @@
     import ragen_cli as ragen
 
     spec = ragen.load_spec("specs/bandit.yaml", ["train.steps=5"])
-    result = ragen.train(spec)                        # TrainResult(run_dir, step, stopped, ...)
+    result = ragen.train_policy(spec)                 # TrainResult(run_dir, step, stopped, ...)
     rows = ragen.read_metrics(result.run_dir)         # one dict per step
     report = ragen.evaluate(checkpoint=result.checkpoint, spec="specs/bandit.yaml")
 
@@ -100,8 +100,10 @@ def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool) -> dict:
             "metrics": rows[-1] if rows else {}}
 
 
-def train(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *, resume: str | Path | None = None) -> TrainResult:
-    """Train as `ragen train` does. `spec`: a RunSpec or a YAML path (with `overrides`); with
+def train_policy(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *,
+                 resume: str | Path | None = None) -> TrainResult:
+    """Train as `ragen train` does (not named `train`: that is the `ragen_cli.train` package,
+    which would shadow the function on `ragen_cli` once imported). `spec`: a RunSpec or a YAML path (with `overrides`); with
     `resume` a run directory to continue from its newest checkpoint (its own spec.yaml, plus
     `overrides`; `spec` is then ignored)."""
     from ragen_cli.models.builtin import resolve_model

@@ -96,9 +96,11 @@ def fixed_batch(tokenizer):
     from ragen_cli.train.batch import collate
 
     trajs = []
-    for g, prompt_text in enumerate(("Pick an arm: Phoenix or Dragon?", "Choose a door: left or right?")):
+    # each group its own reply words, so +1 and -1 never pull on the same tokens
+    for g, (prompt_text, replies) in enumerate((("Pick an arm: Phoenix or Dragon?", (" Phoenix", " Dragon")),
+                                                ("Choose a door: left or right?", (" left", " right")))):
         prompt = tokenizer.encode(prompt_text)
-        for reply_text in (" Phoenix", " Dragon"):
+        for reply_text in replies:
             reply = tokenizer.encode(reply_text)
             ids = prompt + reply
             trajs.append(Trajectory(input_ids=ids, loss_mask=[0] * len(prompt) + [1] * len(reply),
