@@ -4,7 +4,10 @@ pushes only layer 0's weights from step 2 on (`half`, injected at `stages.push_w
 one JSON line: the error type (or null) and the run directory. Its own process: an in-process
 vLLM engine must not share one with other tests' imports.
 
-    python tests/sync_fault_run.py OUT_DIR none|half
+    python tests/sync_fault_run.py OUT_DIR none|half|stale [fp32|bf16]
+
+`stale`: no weight sync at all from step 2 on. The precision defaults to fp32 (the test's);
+bf16 was run by hand for docs/experiments/parity-bf16.md.
 """
 
 from __future__ import annotations
@@ -17,27 +20,29 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-def main(out: Path, fault: str) -> dict:
+def main(out: Path, fault: str, precision: str = "fp32") -> dict:
     from test_train_e2e import TINY, run_tiny
 
     from ragen_cli.train import stages
     from ragen_cli.train.lora import merged_state_dict
 
-    if fault == "half":
+    if fault in ("half", "stale"):
         real_push, calls = stages.push_weights, []
 
         def half_sync(run, tag):  # step 1 syncs as it should; from step 2 on, layer 0 only
             calls.append(tag)
             if len(calls) == 1:
                 return real_push(run, tag)
-            state = merged_state_dict(run.engines.actor.module)
-            run.backend.sync({k: v for k, v in state.items() if "layers.1." not in k})
+            if fault == "half":
+                state = merged_state_dict(run.engines.actor.module)
+                run.backend.sync({k: v for k, v in state.items() if "layers.1." not in k})
             return 0.0
 
         stages.push_weights = half_sync
     sets = [s for s in TINY if not s.startswith("rollout.backend")] + [
         "rollout.backend=vllm", "model.lora={rank: 8, alpha: 16}", "train.steps=2", "train.lr_actor=1e-2",
-        "algorithm.entropy_coef=1.0", "algorithm.adv_estimator=grpo", "checkpoint.every=0"]
+        "algorithm.entropy_coef=1.0", "algorithm.adv_estimator=grpo", "checkpoint.every=0",
+        f"deepspeed.precision={precision}"]
     try:
         run_tiny(out, sets)
     except Exception as exc:  # the test reads the run directory for the rest
@@ -47,5 +52,5 @@ def main(out: Path, fault: str) -> dict:
 
 if __name__ == "__main__":
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process (as on CUDA)
-    print("RESULT " + json.dumps(main(Path(sys.argv[1]), sys.argv[2])), flush=True)
+    print("RESULT " + json.dumps(main(Path(sys.argv[1]), sys.argv[2], *sys.argv[3:4])), flush=True)
     os._exit(0)  # skip interpreter teardown once the result is out (as the vLLM probes)
