@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from ragen_cli.envs.adapters.dataset_env import DatasetEnv, RewardFunctionError, load_rows
+from ragen_cli.envs.adapters.dataset_env import RewardFunctionError, load_rows
 from ragen_cli.envs.registry import check_env, make_env
 
 ROWS = [{"prompt": f"What is {a} + {b}?", "answer": str(a + b), "level": a % 2} for a, b in

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_rollout_reaper import alive  # running; a zombie counts as gone
 from websockets.sync.server import serve
 
 from ragen_cli.envs.adapters.openenv_env import EnvServerError
@@ -41,13 +42,6 @@ def server_of(cmd: list[str]):
     return server
 
 
-def alive(pid: int) -> bool:
-    """Running (a zombie, exited but not yet reaped, counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_gone(pid: int, seconds: float = 15.0) -> bool:

@@ -115,7 +115,6 @@ def update(device: str, precision: str, lora: bool) -> dict:
     """One real DeepSpeed actor update (module doc): direction and finiteness."""
     if importlib.util.find_spec("deepspeed") is None:
         raise Skip("deepspeed is not installed")
-    import torch
 
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.models.builtin import resolve_model
@@ -149,7 +148,6 @@ def update(device: str, precision: str, lora: bool) -> dict:
 
 def hf_rollouts(device: str, precision: str) -> dict:
     """Bandit rollouts through the HF backend on the device; sampler log-probs vs the trainer's."""
-    import torch
 
     from ragen_cli.device import PRECISION_DTYPES
     from ragen_cli.models.builtin import resolve_model
