@@ -17,8 +17,11 @@ weights to download) in the precision `auto` resolves to on the device:
 - `vllm`: a vLLM engine in this process (as the Plan runs it on CUDA): generate, sleep and wake
   up (CUDA only), then a tensor weight sync of perturbed weights judged by the run's sync check
   (rollout/parity.py): stale before the sync, fresh after;
+- `update_zero2`: the full-weight update under ZeRO-2, as `specs/gpu/` train, with the optimizer
+  state offloaded to CPU on CUDA (`deepspeed.offload: cpu`; on CPU there is nothing to offload);
 - `resume`: a 2-step bandit run with a checkpoint every step against a 1-step run resumed to
-  2 steps: the step-2 weights must be identical.
+  2 steps: the step-2 weights must be identical; `resume_zero2` the same under ZeRO-2 (with the
+  optimizer offloaded on CUDA), whose checkpoints hold partitioned optimizer state.
 """
 
 from __future__ import annotations
@@ -41,6 +44,15 @@ class Skip(Exception):
     """A check that cannot run here; the message says why."""
 
 
+def need_deepspeed() -> None:
+    """DeepSpeed is one of ragen's own requirements, not an option: a machine without it fails the
+    checks that train. (The first H100 run, its DeepSpeed wheel left behind, skipped them and would
+    have printed `ok: true` had its rollout check passed.)"""
+    if importlib.util.find_spec("deepspeed") is None:
+        raise RuntimeError("deepspeed is not installed; ragen needs it: pip install deepspeed==0.19.8 "
+                           "(a machine without a registry: scripts/gpu-prepare.sh builds its wheel)")
+
+
 SPEC_YAML = """\
 name: {name}
 model: {{name: tiny-random, max_context: 1024}}
@@ -50,7 +62,7 @@ env:
 rollout: {{backend: hf, max_turns: 1, max_tokens_per_turn: 8}}
 algorithm: {{adv_estimator: grpo, filter: {{keep_ratio: 1.0}}, mini_batches: 1}}
 train: {{steps: {steps}, micro_batch: 2, lr_actor: 1.0e-3}}
-deepspeed: {{device: {device}, precision: auto}}
+deepspeed: {{device: {device}, precision: auto, zero_stage: {zero}, offload: {offload}}}
 checkpoint: {{every: 1, keep: 3}}
 output: {{dir: {out}}}
 """
@@ -81,7 +93,8 @@ def _spec(device: str, precision: str, lora: bool, extra: tuple[str, ...] = ()):
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "spec.yaml"
-        path.write_text(SPEC_YAML.format(name="gpu-check", steps=1, device=device, out=tmp), encoding="utf-8")
+        path.write_text(SPEC_YAML.format(name="gpu-check", steps=1, device=device, out=tmp, zero=0, offload="none"),
+                        encoding="utf-8")
         sets = [f"deepspeed.precision={precision}", "model.lora=" + ("{rank: 8, alpha: 16}" if lora else "null"),
                 *extra]
         return load_spec(path, sets)
@@ -111,10 +124,15 @@ def fixed_batch(tokenizer):
     return batch, adv
 
 
-def update(device: str, precision: str, lora: bool) -> dict:
+def zero2(device: str) -> tuple[str, ...]:
+    """ZeRO-2 as `specs/gpu/` train it, with the optimizer state offloaded to CPU where there is a
+    GPU to offload from (the spec refuses offload when training on CPU)."""
+    return ("deepspeed.zero_stage=2", "deepspeed.offload=" + ("cpu" if device == "cuda" else "none"))
+
+
+def update(device: str, precision: str, lora: bool, extra: tuple[str, ...] = ()) -> dict:
     """One real DeepSpeed actor update (module doc): direction and finiteness."""
-    if importlib.util.find_spec("deepspeed") is None:
-        raise Skip("deepspeed is not installed")
+    need_deepspeed()
 
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.models.builtin import resolve_model
@@ -124,7 +142,7 @@ def update(device: str, precision: str, lora: bool) -> dict:
     from ragen_cli.train.engine import build_engines, init_distributed, ref_context
     from ragen_cli.train.update import actor_update
 
-    spec = _spec(device, precision, lora, ("algorithm.kl_coef=0.01", "train.lr_actor=1.0e-2"))
+    spec = _spec(device, precision, lora, ("algorithm.kl_coef=0.01", "train.lr_actor=1.0e-2", *extra))
     plan = compile_plan(spec, device=device, precision=(precision, "gpu-check"))
     model_dir = resolve_model("tiny-random", "float32")
     init_distributed(plan.env)
@@ -143,7 +161,8 @@ def update(device: str, precision: str, lora: bool) -> dict:
             "actor_device": str(module_device(engines.actor)), "reference_device": ref_device,
             "dtype": str(next(engines.actor.module.parameters()).dtype), "logp_change_pos": up,
             "logp_change_neg": down, "grad_norm": stats.get("grad_norm"),
-            "optimizer": type(engines.actor.basic_optimizer).__name__}
+            "optimizer": type(engines.actor.basic_optimizer).__name__,
+            "zero_stage": spec.deepspeed.zero_stage, "offload": spec.deepspeed.offload}
 
 
 def hf_rollouts(device: str, precision: str) -> dict:
@@ -221,21 +240,24 @@ def vllm_engine(device: str, precision: str) -> dict:
     return out
 
 
-def resume(device: str, work: Path) -> dict:
+def resume(device: str, work: Path, extra: tuple[str, ...] = ()) -> dict:
     """A 2-step run against a 1-step run resumed to 2 (each step checkpointed): identical step-2
-    weights. Runs the training loop in this process, as one rank of `ragen train` does."""
-    if importlib.util.find_spec("deepspeed") is None:
-        raise Skip("deepspeed is not installed")
+    weights. Runs the training loop in this process, as one rank of `ragen train` does; `extra`
+    are `--set` overrides (ZeRO-2)."""
+    need_deepspeed()
     from safetensors.torch import load_file
 
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.spec.loader import load_spec
     from ragen_cli.train.loop import train
 
+    work.mkdir(parents=True, exist_ok=True)
+
     def run(name: str, steps: int, again: bool = False) -> None:
         path = work / f"{name}.yaml"
-        path.write_text(SPEC_YAML.format(name=name, steps=steps, device=device, out=work), encoding="utf-8")
-        spec = load_spec(path)
+        path.write_text(SPEC_YAML.format(name=name, steps=steps, device=device, out=work, zero=0, offload="none"),
+                        encoding="utf-8")
+        spec = load_spec(path, list(extra))
         train(spec, compile_plan(spec), work / name, resume=again)
 
     run("straight", 2)
@@ -252,7 +274,7 @@ def resume(device: str, work: Path) -> dict:
     return {"ok": same_keys and diff == 0.0, "tensors": len(a), "max_abs_diff": diff}
 
 
-CHECKS = ("update_full", "update_lora", "hf_rollouts", "resume", "vllm")
+CHECKS = ("update_full", "update_lora", "update_zero2", "hf_rollouts", "resume", "resume_zero2", "vllm")
 """In the order they run; vLLM last: shutting an in-process engine down tears torch.distributed's
 process groups down, which a later DeepSpeed engine in the same process would need."""
 
@@ -298,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"gpu-check: unknown check(s) {', '.join(unknown)}; choose from {', '.join(CHECKS)}", file=sys.stderr)
             return 2
         calls = {"update_full": (update, device, precision, False), "update_lora": (update, device, precision, True),
-                 "hf_rollouts": (hf_rollouts, device, precision), "resume": (resume, device, work),
+                 "update_zero2": (update, device, precision, False, zero2(device)),
+                 "hf_rollouts": (hf_rollouts, device, precision), "resume": (resume, device, work / "zero0"),
+                 "resume_zero2": (resume, device, work / "zero2", zero2(device)),
                  "vllm": (vllm_engine, device, precision)}
         checks = {name: run_check(name, *calls[name]) for name in CHECKS if name in wanted}
     ok = all(c.get("ok") for c in checks.values() if "skipped" not in c)
