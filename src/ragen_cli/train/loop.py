@@ -62,7 +62,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     if not kept:  # nothing kept, nothing to learn from: no update, the engine keeps serving these weights
         metrics["timing/step_s"] = time.perf_counter() - t_step
         return metrics
-    t_update = time.perf_counter()
+    t_scores = time.perf_counter()
     # 3. old log-probs (none needed for a single-pass update), values and reference log-probs,
     # on the whole episodes or (rollout.update_context: window) one row per turn as sampled
     episodes = collate(kept)
@@ -70,12 +70,16 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     mine = list(range(run.rank, len(batch), run.world))
     mini_rows = mini_batch_rows(len(batch), run.world, spec.train.mini_batch, a.mini_batches)
     old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
+    metrics["timing/old_scores_s"] = time.perf_counter() - t_scores
     # 4. token rewards and advantages on the whole episodes (GAE with the critic, GRPO or
     # REINFORCE-LOO), on the update's rows
     adv, returns = stages.advantages(spec, episodes, old["values"], rowmap)
     # 5. updates on this process's share of the kept rows (first: the probe's trainer and engine
     # log-probs with the weights both hold, what the sync's parity probe is judged against)
+    t_parity = time.perf_counter()
     parity = stages.parity_baseline(run, batch)
+    parity_s = time.perf_counter() - t_parity
+    t_update = time.perf_counter()
     stages.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
     local = batch.rows(mine)
 
@@ -93,7 +97,9 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 6. sync the new weights into the rollout engine and check it serves them
     stages.engine_wake(run)
     metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
+    t_parity = time.perf_counter()
     metrics.update(stages.parity_probe(run, batch, parity))
+    metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity
     # 7. metrics
     metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
     metrics.update({

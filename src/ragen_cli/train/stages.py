@@ -51,7 +51,8 @@ def gather_rollouts(run, seeds: list[int], step: int):
         if run.rank != 0:
             return trajs, {}
     # rank 0's metrics speak for the whole batch (the health verdict reads them)
-    return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds)}
+    return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds),
+                   "perf/rollout_tokens": sum(len(t.input_ids) for t in trajs)}
 
 
 def single_pass(spec, rows: int, mini_rows: int) -> bool:
