@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
+from ragen_cli.compile.template import TemplateCheck, template_check
 from ragen_cli.compile.launch import (Launch, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
                                       vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
@@ -42,7 +43,8 @@ class Plan:
     vllm_sleep: bool = False
     lora_sync: str | None = None  # "merged" | "adapter" with LoRA (rollout.lora_sync resolved), else None
     weight_sync: str = "file"  # "file" | "tensors": how full weights reach vLLM (launch.weight_sync_mode)
-    turn_rows: bool = False  # rollout.update_context window: the update trains one row per turn, as sampled
+    turn_rows: bool = False  # the update trains one row per turn, as sampled (update_context window, or the template)
+    template: str = ""  # what the chat-template check found (compile/template.py)
     placement: dict[str, dict[str, str]] | None = None  # engine -> {device, dtype} (`placement`)
 
     def to_dict(self) -> dict[str, Any]:
@@ -63,9 +65,12 @@ class Plan:
 
 
 def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None = None,
-                 precision: tuple[str, str] | None = None) -> Plan:
+                 precision: tuple[str, str] | None = None, template: TemplateCheck | None = None) -> Plan:
     """Compile a validated spec. `device`: 'cpu' | 'cuda' (None: the spec's, 'auto' detected);
-    `precision`: (precision, why) (None: `deepspeed.precision` resolved on this machine)."""
+    `precision`: (precision, why) (None: `deepspeed.precision` resolved on this machine);
+    `template`: the chat-template check (None: `template_check(spec)`, which loads the tokenizer
+    only for a model that is not a built-in with its own template)."""
+    template = template or template_check(spec)
     device = device or resolve_device(spec)
     cpu_count = cpu_count or os.cpu_count() or 1
     precision, precision_why = precision or resolve_precision(spec.deepspeed.precision, device)
@@ -104,7 +109,8 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         vllm_sleep=vllm_sleeps(spec, device),
         lora_sync=lora_sync_mode(spec, device),
         weight_sync=weight_sync_mode(device),
-        turn_rows=spec.rollout.update_context == "window",
+        turn_rows=spec.rollout.update_context == "window" or template.stable is False,
+        template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
                             spec.rollout.backend),
     )

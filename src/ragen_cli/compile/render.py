@@ -25,9 +25,11 @@ def sizes_table(plan: Plan) -> Table:
     table.add_column("value", justify="right")
     for key, value in plan.sizes.to_dict().items():
         table.add_row(SIZE_LABELS.get(key, key), str(value))
+    if plan.template:
+        table.add_row(f"chat template: {plan.template}", "per turn" if plan.turn_rows else "per episode")
     if plan.turn_rows:
-        table.add_row("update rows (rollout.update_context window): one per turn; mini and micro batches "
-                      "count these rows, the filter and the kept count trajectories", "per turn")
+        table.add_row("update rows (rollout.update_context window, or the template): one per turn; mini and micro "
+                      "batches count these rows, the filter and the kept count trajectories", "per turn")
     return table
 
 

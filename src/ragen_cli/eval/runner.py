@@ -129,12 +129,12 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
     if policy.kind == "endpoint":
         from ragen_cli.eval.endpoint import EndpointBackend
 
-        tokenizer = load_tokenizer(policy.tokenizer_dir)
+        tokenizer = load_tokenizer(policy.tokenizer_dir, plan.spec.model)
         return EndpointBackend(policy.endpoint, policy.extra["served_model"], tokenizer), tokenizer
     from ragen_cli.rollout.backend import make_backend
 
     model_dir = policy.model_dir if policy.kind != "lora-checkpoint" else _merge_lora(policy, workdir)
-    tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir)
+    tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir, plan.spec.model)
     return make_backend(plan.backend, model_dir, plan.spec), tokenizer
 
 

@@ -21,14 +21,24 @@ def set_ds_accelerator() -> None:
         os.environ["DS_ACCELERATOR"] = "cpu"
 
 
-def load_tokenizer(path: str | Path):
-    """The tokenizer of a model directory (with its chat template); pad token defaults to EOS."""
+TEMPLATE_KWARGS = "ragen_chat_template_kwargs"
+"""The tokenizer attribute holding `model.chat_template_kwargs`, which `rollout.context.ChatFormat`
+passes to every rendering: the template and its variables travel together."""
+
+
+def load_tokenizer(path: str | Path, model=None):
+    """The tokenizer of a model directory (with its chat template); pad token defaults to EOS.
+    With the spec's `ModelSpec` as `model`, its `chat_template` replaces the directory's and its
+    `chat_template_kwargs` go with it (the sampler, trainer, validation and eval all load here)."""
     set_ds_accelerator()
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(str(path))
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
+    if model is not None and model.chat_template is not None:
+        tok.chat_template = model.chat_template
+    setattr(tok, TEMPLATE_KWARGS, dict(model.chat_template_kwargs) if model is not None else {})
     return tok
 
 

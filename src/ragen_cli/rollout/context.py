@@ -18,9 +18,22 @@ Messages follow the reference code (REFERENCE.md section 1, "How turns become to
 prompt (mask 0). The token sequence is the source of truth: the prompt of turn k is the exact
 token list of turns 1..k-1 (sampled ids never re-tokenised) plus the tokens of the new template
 text. That new text is found by rendering the chat template with and without the new user
-message and tokenising only the suffix (`ChatFormat.user_delta`), which also checks that the
-template renders the history as a prefix. With `context_window=w` the sampler's prompt is
-rebuilt from the first message plus the last w turns' token segments (`window_prompt`).
+message and tokenising only the suffix (`ChatFormat.user_delta`). With `context_window=w` the
+sampler's prompt is rebuilt from the first message plus the last w turns' token segments
+(`window_prompt`).
+
+That needs a template that renders earlier turns as a prefix of later ones (`prefix_stable`,
+found by rendering a probe conversation). One that re-renders them (Qwen3 drops the reasoning of
+earlier replies) gets, each turn, its own rendering of the history: the sampler's prompt is the
+template's text of all messages so far, re-tokenised (`window_prompt` returns it), and the
+update trains one row per turn on exactly that prompt (train/turn_rows.py), so every trained
+token's log-prob is the sampler's. The episode's own token list then only lays the turns out
+in order (prompt pieces in the stable shape of a plain reply, `ChatFormat.user_block`).
+
+A template without a system role (Gemma's raises on one) gets the system prompt at the start of
+the first user message. The template's extra variables (`model.chat_template_kwargs`) ride on
+the tokenizer (`models.load.TEMPLATE_KWARGS`); the reply's tags come from the spec
+(`parse.ReplyTags`).
 """
 
 from __future__ import annotations
@@ -30,12 +43,23 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragen_cli.rollout.parse import PAPER_TAGS, ReplyTags
+
 SYSTEM_PROMPT = "You're a helpful assistant. "
-THINK_FORMAT = "<think> [Your thoughts] </think> <answer> [your answer] </answer>"
-ANSWER_FORMAT = "<answer> [your answer] </answer>"
-PREFILL = "<think>"
-ANSWER_PREFILL = "<answer>"  # think off: the reply starts inside the answer block
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
+
+
+def reply_format(think: bool, tags: ReplyTags = PAPER_TAGS) -> str:
+    """The format line's reply shape: `<think> [Your thoughts] </think> <answer> [your answer] </answer>`
+    (thinking on) or the answer block alone."""
+    answer = f"{tags.answer[0]} [your answer] {tags.answer[1]}"
+    return f"{tags.think[0]} [Your thoughts] {tags.think[1]} {answer}" if think else answer
+
+
+def prefill(think: bool, tags: ReplyTags = PAPER_TAGS) -> str:
+    """What follows the generation prompt: the opening reasoning tag, or with thinking off the
+    opening answer tag (the reply starts inside the answer block)."""
+    return tags.think[0] if think else tags.answer[0]
 
 
 def answer_example(mode: str, actions: list[str], sep: str, max_actions_per_turn: int, seed: int,
@@ -73,10 +97,11 @@ def eval_answer_example(mode: str, fade_steps: int | None) -> str:
     return mode if fade_steps is None else "none"
 
 
-def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None) -> str:
+def turn_text(turn: int, obs: str, actions_left: int, think: bool, max_tokens: int, example: str | None = None,
+              tags: ReplyTags = PAPER_TAGS) -> str:
     """The per-turn block: state, action budget and the required format; `example` replaces the
     `[your answer]` placeholder."""
-    fmt = THINK_FORMAT if think else ANSWER_FORMAT
+    fmt = reply_format(think, tags)
     if example:
         fmt = fmt.replace("[your answer]", example)
     return (
@@ -102,31 +127,69 @@ def reward_text(reward: float, next_turn: str) -> str:
 class ChatFormat:
     """The pieces of one tokenizer's chat template that the driver needs, found by rendering."""
 
-    def __init__(self, tokenizer: Any, think: bool):
+    def __init__(self, tokenizer: Any, think: bool, tags: ReplyTags = PAPER_TAGS):
         if getattr(tokenizer, "chat_template", None) is None:
-            raise ValueError("the tokenizer has no chat template; ragen needs a chat (instruct) model")
+            raise ValueError("the tokenizer has no chat template; ragen needs a chat (instruct) model "
+                             "(or set model.chat_template)")
+        from ragen_cli.models.load import TEMPLATE_KWARGS
+
         self.tokenizer = tokenizer
-        self.prefill = PREFILL if think else ANSWER_PREFILL
-        probe = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                 {"role": "assistant", "content": _MARK}]
+        self.kwargs = dict(getattr(tokenizer, TEMPLATE_KWARGS, None) or {})
+        self.tags = tags
+        self.think = think
+        self.prefill = prefill(think, tags)
+        self.system_role = self._takes_system()
+        probe = self.opening("s", "u") + [{"role": "assistant", "content": _MARK}]
         rendered = self.render(probe, generation_prompt=False)
         after = rendered[rendered.index(_MARK) + len(_MARK):]  # ChatML: "<|im_end|>\n"
         self.stop_ids = stop_token_ids(tokenizer)
         stop_texts = [tokenizer.convert_ids_to_tokens(i) for i in self.stop_ids]
         self.eot_text = next((t for t in stop_texts if after.startswith(t)), after)  # "<|im_end|>"
         self.after_eot = after[len(self.eot_text):]  # ChatML: "\n"
+        self._plain = probe  # a history with a marked reply: where the layout's user block is read
+        self.prefix_stable = self._renders_as_prefix(self._sample_history())
 
     def render(self, messages: list[dict], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=generation_prompt
+            messages, tokenize=False, add_generation_prompt=generation_prompt, **self.kwargs
         )
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
+    def _takes_system(self) -> bool:
+        """Whether the template renders a system message (Gemma's raises on one; some drop it)."""
+        try:
+            text = self.render([{"role": "system", "content": _MARK}, {"role": "user", "content": "u"}], False)
+        except Exception:  # jinja2's TemplateError from raise_exception, or the template's own
+            return False
+        return _MARK in text
+
+    def opening(self, system: str, user: str) -> list[dict]:
+        """The first messages: system then user, or one user message starting with the system
+        prompt where the template has no system role."""
+        if self.system_role:
+            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [{"role": "user", "content": system + user}]
+
+    def _sample_history(self) -> list[dict]:
+        """One exchange as the driver records it: a reply with the protocol's tags."""
+        t, a = self.tags.think, self.tags.answer
+        reply = f"{t[0]} reasons {t[1]} {a[0]} A {a[1]}" if self.think else f"{a[0]} A {a[1]}"
+        return self.opening("s", "u") + [{"role": "assistant", "content": reply}]
+
+    def _renders_as_prefix(self, history: list[dict]) -> bool:
+        before = self.render(history, generation_prompt=False)
+        after = self.render(history + [{"role": "user", "content": "v"}], generation_prompt=True)
+        return after.startswith(before) and before.endswith(self.eot_text + self.after_eot)
+
     def first_prompt(self, system: str, user: str) -> list[int]:
         """Tokens of [system, user] + generation prompt + prefill."""
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return self.encode(self.render(self.opening(system, user), generation_prompt=True) + self.prefill)
+
+    def history_prompt(self, messages: list[dict]) -> list[int]:
+        """The template's own rendering of `messages` (ending with a user message) + generation
+        prompt + prefill: a re-rendering template's sampler prompt."""
         return self.encode(self.render(messages, generation_prompt=True) + self.prefill)
 
     def end_tokens(self, stopped: bool) -> list[int]:
@@ -136,13 +199,23 @@ class ChatFormat:
 
     def user_delta(self, history: list[dict], user: str) -> list[int]:
         """Tokens between the end-of-turn token of the last assistant message in `history` and
-        the next generation: e.g. "\\n<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n<think>"."""
-        before = self.render(history, generation_prompt=False)
-        after = self.render(history + [{"role": "user", "content": user}], generation_prompt=True)
-        if not after.startswith(before) or not before.endswith(self.eot_text + self.after_eot):
-            raise ValueError("the chat template does not render earlier turns as a prefix of later ones; "
-                             "token-exact multi-turn rollouts need a prefix-stable template")
-        return self.encode(self.after_eot + after[len(before):] + self.prefill)
+        the next generation: e.g. "\\n<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n<think>".
+        A template that re-renders history gets the same piece in the shape a plain reply gives
+        (`user_block`): the episode's layout, not what the sampler reads (`history_prompt`)."""
+        closing = self.eot_text + self.after_eot
+        if self.prefix_stable:
+            before = self.render(history, generation_prompt=False)
+            after = self.render(history + [{"role": "user", "content": user}], generation_prompt=True)
+            if not after.startswith(before) or not before.endswith(closing):
+                raise ValueError("the chat template does not render this episode's earlier turns as a prefix of later "
+                                 "ones, although it did for the probe conversation")
+            return self.encode(self.after_eot + after[len(before):] + self.prefill)
+        after = self.render(self._plain + [{"role": "user", "content": user}], generation_prompt=True)
+        tail = after[after.index(_MARK) + len(_MARK):]
+        if not tail.startswith(closing):
+            raise ValueError("the chat template does not close a reply the same way in every position; ragen cannot "
+                             "lay its turns out (set model.chat_template to one that does)")
+        return self.encode(self.after_eot + tail[len(closing):] + self.prefill)
 
 
 def stop_token_ids(tokenizer: Any) -> list[int]:
@@ -188,7 +261,7 @@ class EpisodeContext:
     def commit_prompt(self, block: str, prev_reward: float | None, ids: list[int]) -> None:
         if not self.segments:
             user = first_user_text(self.instruction, self.sep, self.max_actions_per_turn, block)
-            self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+            self.messages = self.fmt.opening(SYSTEM_PROMPT, user)
         else:
             self.messages.append({"role": "user", "content": reward_text(prev_reward or 0.0, block)})
         self.turn_blocks.append(block)
@@ -217,12 +290,16 @@ class EpisodeContext:
     def window_prompt(self, window: int | None) -> list[int] | None:
         """The sampler's prompt when only the last `window` turns are kept, or None when the
         window covers every turn (then the prompt is the full trajectory). Called after
-        `commit_prompt` of the current turn."""
+        `commit_prompt` of the current turn. A template that re-renders history gets its own
+        rendering of the kept messages from turn 2 on (module doc)."""
         k = len(self.segments)
-        if window is None or k <= window:
+        if (window is None or k <= window) and (self.fmt.prefix_stable or k == 1):
             return None
-        first = k - window  # 0-based index of the first kept turn
+        first = 0 if window is None else max(0, k - window)  # 0-based index of the first kept turn
         user = first_user_text(self.instruction, self.sep, self.max_actions_per_turn, self.turn_blocks[first])
+        if not self.fmt.prefix_stable:  # messages: opening (1 or 2), then (assistant, user) per later turn
+            start = len(self.messages) - 2 * (k - 1 - first)
+            return self.fmt.history_prompt(self.fmt.opening(SYSTEM_PROMPT, user) + self.messages[start:])
         ids = self.fmt.first_prompt(SYSTEM_PROMPT, user)
         for seg, nxt in zip(self.segments[first:-1], self.segments[first + 1:]):
             ids += seg.reply_ids + seg.end_ids + nxt.prompt_ids

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, turn_text
-from ragen_cli.rollout.parse import parse_reply
+from ragen_cli.rollout.parse import ReplyTags, parse_reply
 from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
 
 
@@ -57,7 +57,7 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
 
     if group_size < 1 or not seeds:
         raise ValueError("run_rollouts needs at least one seed and group_size >= 1")
-    fmt = ChatFormat(tokenizer, rollout.think)
+    fmt = ChatFormat(tokenizer, rollout.think, ReplyTags.of(rollout))
     episodes: list[_Episode] = []
     envs = []
     try:
@@ -92,14 +92,16 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     actions_left = getattr(ep.env, "actions_left", ep.env.max_actions)
     example = answer_example(ep.example, ep.env.valid_actions(), rollout.action_sep,
                              rollout.max_actions_per_turn, ep.traj.seed, turn, ep.copy)
-    block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example)
+    tags = ep.ctx.fmt.tags
+    block = turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn, example, tags)
     ids = ep.ctx.next_prompt_ids(block, ep.prev_reward)
     state = None  # the first prompt with `[your answer]` where the example is: the state alone
     if turn == 1 and example:
-        state = ep.ctx.next_prompt_ids(turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn), None)
+        state = ep.ctx.next_prompt_ids(turn_text(turn, ep.obs, actions_left, rollout.think, rollout.max_tokens_per_turn,
+                                                 tags=tags), None)
     ep.ctx.commit_prompt(block, ep.prev_reward, ids)
     window = ep.ctx.window_prompt(rollout.context_window)
-    trained = len(window) if window is not None and rollout.update_context == "window" else len(ep.traj.input_ids) + len(ids)
+    trained = len(window) if window is not None and per_turn_rows(rollout, ep.ctx.fmt) else len(ep.traj.input_ids) + len(ids)
     if trained + rollout.max_tokens_per_turn > max_context:
         ep.ctx.uncommit_prompt()
         if not ep.traj.input_ids:  # not even the first prompt fits: keep it, nothing trained
@@ -123,13 +125,15 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     turn_end = len(traj.input_ids) - 1
     n = len(sample.token_ids)
     # with thinking off every token is answer (<answer> is pre-filled): nothing to decode
-    first = answer_start([tokenizer.decode([i]) for i in sample.token_ids], True) if rollout.think else 0
+    tags = ep.ctx.fmt.tags
+    first = answer_start([tokenizer.decode([i]) for i in sample.token_ids], True, tags.think[1]) if rollout.think else 0
     for k in range(first, n - (sample.finish_reason == "stop")):  # the stop token is no part of the answer
         traj.answer_mask[turn_end + 1 - n + k] = 1
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
-    parsed = parse_reply(reply.removesuffix(ep.ctx.fmt.eot_text), rollout.think, rollout.action_sep, rollout.max_actions_per_turn)
+    parsed = parse_reply(reply.removesuffix(ep.ctx.fmt.eot_text), rollout.think, rollout.action_sep,
+                         rollout.max_actions_per_turn, tags)
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
                         format_ok=parsed.format_ok, finish_reason=sample.finish_reason,
                         copied_example=None if ep.shown is None else copies(parsed.actions, ep.shown, rollout.action_sep))
@@ -160,16 +164,22 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj.turn_rewards.append(reward)
 
 
-def answer_start(pieces: list[str], think: bool) -> int:
+def per_turn_rows(rollout, fmt: ChatFormat) -> bool:
+    """Whether the update trains one row per turn on the prompt it was sampled from: asked for
+    (`rollout.update_context: window`), or needed (a template that re-renders history)."""
+    return rollout.update_context == "window" or not fmt.prefix_stable
+
+
+def answer_start(pieces: list[str], think: bool, close: str = "</think>") -> int:
     """Index of a reply's first answer token, from its tokens' texts: 0 with thinking off (the
-    `<answer>` tag is pre-filled), else the token after the one that completes `</think>`
-    (len(pieces) when none does: the reply has no answer)."""
+    `<answer>` tag is pre-filled), else the token after the one that completes `close` (the
+    reasoning's closing tag; len(pieces) when none does: the reply has no answer)."""
     if not think:
         return 0
     text = ""
     for i, piece in enumerate(pieces):
         text += piece
-        if "</think>" in text:
+        if close in text:
             return i + 1
     return len(pieces)
 

@@ -12,11 +12,31 @@ pre-fills `<think>`) and a missing `</answer>` at the very end of the reply is a
 `<answer>Left || Up` parses; whatever the answer holds is then judged by the env (an action the
 env does not know is invalid, not a format error). Also, a `<answer>` block that contains no action at all (empty or
 only separators) is a format error here; the reference passes an empty action list on.
+
+The tags are the paper's by default; a model with reasoning tags of its own uses them
+(`rollout.think_tags`, `rollout.answer_tags` -> `ReplyTags`), and parsing, the pre-fill and
+the format line follow.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ReplyTags:
+    """The reply protocol's tags: (open, close) for the reasoning and for the answer."""
+
+    think: tuple[str, str] = ("<think>", "</think>")
+    answer: tuple[str, str] = ("<answer>", "</answer>")
+
+    @classmethod
+    def of(cls, rollout) -> ReplyTags:
+        """The tags a spec's `RolloutSpec` names."""
+        return cls(think=tuple(rollout.think_tags), answer=tuple(rollout.answer_tags))
+
+
+PAPER_TAGS = ReplyTags()
 
 
 @dataclass(frozen=True)
@@ -37,55 +57,57 @@ def split_actions(answer: str, sep: str, max_actions: int) -> list[str]:
     return [piece for piece in pieces if piece][: max(0, max_actions)]
 
 
-def _think_answer(text: str) -> tuple[str, str] | None:
+def _think_answer(text: str, tags: ReplyTags = PAPER_TAGS) -> tuple[str, str] | None:
     """(think, answer) of the leftmost, laziest match of `<think>(.*?)</think>\\s*<answer>(.*?)</answer>`
-    (the reference's `re.search`), found in linear time: the regex backtracks once per `<think>`
-    and takes seconds on a reply that repeats the tag (issue 21).
+    (the reference's `re.search`; `tags` name the four tags), found in linear time: the regex
+    backtracks once per `<think>` and takes seconds on a reply that repeats the tag (issue 21).
 
     Why this is the regex's match: a `</think>` that completes a match after some `<think>` also
     completes one after any earlier `<think>`, so the leftmost match starts at the first
     `<think>`; its lazy first group ends at the first `</think>` after it that is followed by
     white space, `<answer>` and, somewhere later, `</answer>`; the lazy second group ends at the
     first `</answer>` after that `<answer>`."""
-    start = text.find("<think>")
+    (t_open, t_close), (a_open, a_close) = tags.think, tags.answer
+    start = text.find(t_open)
     if start < 0:
         return None
-    last_close = text.rfind("</answer>")
-    j = text.find("</think>", start + 7)
+    last_close = text.rfind(a_close)
+    j = text.find(t_close, start + len(t_open))
     while j >= 0:
-        k = j + 8
+        k = j + len(t_close)
         while k < len(text) and text[k].isspace():
             k += 1
-        if text.startswith("<answer>", k):
-            if last_close < k + 8:
+        if text.startswith(a_open, k):
+            if last_close < k + len(a_open):
                 return None  # no `</answer>` after this `<answer>`, nor after any later one
-            return text[start + 7: j], text[k + 8: text.find("</answer>", k + 8)]
-        j = text.find("</think>", j + 1)
+            return text[start + len(t_open): j], text[k + len(a_open): text.find(a_close, k + len(a_open))]
+        j = text.find(t_close, j + 1)
     return None
 
 
-def _answer_only(text: str) -> str | None:
+def _answer_only(text: str, tags: ReplyTags = PAPER_TAGS) -> str | None:
     """The first `<answer>` block: up to the next `</answer>`, else to the end (`_ANSWER`)."""
-    start = text.find("<answer>")
+    a_open, a_close = tags.answer
+    start = text.find(a_open)
     if start < 0:
         return None
-    end = text.find("</answer>", start + 8)
-    return text[start + 8: end if end >= 0 else len(text)]
+    end = text.find(a_close, start + len(a_open))
+    return text[start + len(a_open): end if end >= 0 else len(text)]
 
 
-def parse_reply(text: str, think: bool, sep: str, max_actions: int) -> ParsedReply:
+def parse_reply(text: str, think: bool, sep: str, max_actions: int, tags: ReplyTags = PAPER_TAGS) -> ParsedReply:
     """Parse `text` (the full reply, including any pre-filled `<think>`) into actions, in time
     linear in its length.
 
     The first match of the pattern wins; text before or after it is ignored (the reference
     code does the same with `re.search`)."""
     if think:
-        found = _think_answer(text)
+        found = _think_answer(text, tags)
         if found is None:
             return ParsedReply()
         thought, answer = found[0].strip(), found[1].strip()
     else:
-        found_answer = _answer_only(text)
+        found_answer = _answer_only(text, tags)
         if found_answer is None:
             return ParsedReply()
         thought, answer = "", found_answer.strip()

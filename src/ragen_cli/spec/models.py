@@ -24,6 +24,28 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
+def _template_text(value: Any) -> Any:
+    """`model.chat_template`: Jinja text stays as it is; anything else names a file (relative to
+    the working directory), read here so the run directory's spec.yaml carries the template."""
+    if not isinstance(value, str) or "{{" in value or "{%" in value:
+        return value
+    from pathlib import Path
+
+    path = Path(value).expanduser()
+    if not path.is_file():
+        raise PydanticCustomError("chat_template", "neither Jinja text (no {{ or {%) nor a file: {value}", {"value": value})
+    return path.read_text(encoding="utf-8")
+
+
+def _two_tags(value: tuple[str, str]) -> tuple[str, str]:
+    if not value[0].strip() or not value[1].strip() or value[0] == value[1]:
+        raise PydanticCustomError("tags", "an opening and a closing tag, both non-blank and different", {})
+    return value
+
+
+Tags = Annotated[tuple[str, str], AfterValidator(_two_tags)]
+
+
 # --------------------------------------------------------------------------------------- model
 class LoraSpec(Section):
     rank: int = Field(8, ge=1, le=512, description="LoRA rank r (vLLM serves ranks up to 512).")
@@ -44,6 +66,15 @@ class ModelSpec(Section):
         4096, ge=128, description="Longest token sequence (prompt plus all turns) a trajectory may reach."
     )
     lora: LoraSpec | None = Field(None, description="Train a LoRA adapter instead of all weights; omit for full fine-tuning.")
+    chat_template: Annotated[str | None, BeforeValidator(_template_text)] = Field(
+        None, description="The chat template (Jinja text, or a file holding it) the sampler, the trainer, validation and "
+        "eval render episodes with, instead of the tokenizer's own; omit to use the tokenizer's. A template that "
+        "re-renders earlier turns (Qwen3 drops their reasoning) makes the update train one row per turn as sampled "
+        "(docs/training.md, Chat templates).",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Extra variables for the chat template, e.g. `{enable_thinking: false}` for Qwen3.",
+    )
 
 
 # ----------------------------------------------------------------------------------------- env
@@ -82,6 +113,9 @@ class RolloutSpec(Section):
     temperature: float = Field(1.0, ge=0.0, description="Sampling temperature for training rollouts.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling threshold for training rollouts.")
     think: bool = Field(True, description="Ask for `<think>...</think><answer>...</answer>`; false asks for the answer only.")
+    think_tags: Tags = Field(("<think>", "</think>"), description="Opening and closing tag of the reasoning (the paper's "
+                             "by default; a model's own, e.g. `[\"<reasoning>\", \"</reasoning>\"]`): pre-filled, asked for and parsed.")
+    answer_tags: Tags = Field(("<answer>", "</answer>"), description="Opening and closing tag of the answer, likewise.")
     action_sep: str = Field("||", min_length=1, description="Separator between actions inside one answer.")
     answer_example: Literal["none", "first", "random", "random-per-rollout"] = Field(
         "none", description="What the format line shows as the answer: `none` keeps the reference's "

@@ -4,6 +4,7 @@ takes between steps: logging, validation, health decisions, checkpoints."""
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,7 +106,9 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
                            lora_adapters=plan.lora_sync == "adapter", engine_args=plan.vllm,
                            weight_sync=plan.weight_sync)
-    run = Run(spec, plan, rundir, model_dir, engines, backend, load_tokenizer(model_dir), rank, world, state,
+    tokenizer = load_tokenizer(model_dir, spec.model)  # with model.chat_template / chat_template_kwargs
+    plan = rows_for_template(spec, plan, tokenizer)
+    run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     if resume:
         _restore(run)
@@ -114,6 +117,20 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     run.event("start", run.state.step, resume=resume, world_size=world, backend=backend.name,
               model_dir=str(model_dir))
     return run
+
+
+def rows_for_template(spec, plan, tokenizer):
+    """The Plan with per-turn rows when the loaded template re-renders history and the Plan could
+    not know it (the tokenizer was not on the compiling machine: `Plan.template` says so)."""
+    import dataclasses
+
+    from ragen_cli.compile.template import check_tokenizer
+
+    found = check_tokenizer(spec, tokenizer)
+    if found.stable or plan.turn_rows:
+        return plan
+    print(f"ragen: the chat template {found.why}", file=sys.stderr)
+    return dataclasses.replace(plan, turn_rows=True, template=found.why)
 
 
 def _restore(run: Run) -> None:
