@@ -12,7 +12,7 @@ Rules (issue 4, REFERENCE.md section 1):
 2. Actions run in order until the episode ends (terminated or the env's action budget).
 3. Before each turn, if the sequence the trainer will read plus `max_tokens_per_turn` would
    exceed `max_context`, the episode ends there (truncated, overflow); it never crashes. That
-   sequence is the full trajectory, or with `update_context: window` the turn's own prompt.
+   sequence is the full trajectory, or with per-turn rows (`per_turn_rows`) the turn's own prompt.
 4. With `context_window=w`, the sampler sees the first message plus the last w turns, while
    the trajectory keeps the full history and records each turn's windowed prompt
    (`turn_prompts`) and reply span (`turn_start`..`turn_end`). With `update_context: full` the

@@ -70,7 +70,7 @@ class ModelSpec(Section):
         None, description="The chat template (Jinja text, or a file holding it) the sampler, the trainer, validation and "
         "eval render episodes with, instead of the tokenizer's own; omit to use the tokenizer's. A template that "
         "re-renders earlier turns (Qwen3 drops their reasoning) makes the update train one row per turn as sampled "
-        "(docs/training.md, Chat templates).",
+        "(docs/rollout.md, Chat templates).",
     )
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra variables for the chat template, e.g. `{enable_thinking: false}` for Qwen3.",
