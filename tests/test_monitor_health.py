@@ -145,9 +145,18 @@ def test_no_signal_from_the_start_and_empty_stop():
     # format errors: the message names the reply format
     fmt = run(lambda t: 0.0, **{"episode/format_error_ratio": lambda t: 1.0})
     assert "format" in assess(fmt[:3], CFG).reasons[0].message
-    # one step with a signal ends it: a run that had signal once is not 'no signal'
+    # the message says what the rule is: the share of groups with one reward, in each step
+    assert assess(hist[:3], CFG).reasons[0].message.startswith(
+        "in each of the last 3 steps (since step 1), every group got one reward for all its rollouts (the limit: 95% of the groups)")
+    # one step with a signal (step 2: 50% of groups without spread) ends a streak, and the next
+    # streak of 3 (steps 3, 4, 5) is said again: it no longer silences the rule for good
     once = run(lambda t: 0.0, **{"filter/zero_std_frac": lambda t: 0.5 if t == 2 else 1.0})
-    assert all(r.signal != "no_signal" for v in assess_all(once, CFG) for r in v.reasons)
+    said = [v.step for v in assess_all(once[:8], CFG) if any(r.signal == "no_signal" for r in v.reasons)]
+    assert said == [5, 6, 7, 8]
+    assert "since step 3" in assess(once[:5], CFG).reasons[0].message
+    # a solved run has no spread either (every group succeeds): convergence, not 'no signal'
+    solved = run(lambda t: 1.0, **{"filter/zero_std_frac": lambda t: 1.0})
+    assert all(r.signal != "no_signal" for v in assess_all(solved, CFG) for r in v.reasons)
 
 
 def test_grad_spike_is_narrowing_only_without_progress():

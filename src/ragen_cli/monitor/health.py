@@ -20,7 +20,7 @@ progress is a warning; narrowing with failure is a collapse, where `stalled` cou
 the template signal (a slow learner stalls for a long time too; a state-blind one that stalls
 has collapsed). A narrowing run that is progressing
 is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
-had no learning signal from its first step on. Thresholds live in `HealthSpec`
+had no learning signal for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec`
 (spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
 
 Notation: x_t the metric at step t (records missing the metric or holding NaN are skipped);
@@ -272,26 +272,47 @@ def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     return None
 
 
+def trailing_run(xs: list[float], level: float) -> int:
+    """How many of the last values of `xs` in a row are at least `level` ([.2, 1, .97], .95 -> 2)."""
+    n = 0
+    for x in reversed(xs):
+        if x < level:
+            break
+        n += 1
+    return n
+
+
 def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Every step so far (at least `no_signal_steps`) had no learning signal: all groups with
-    zero reward std, or nearly every turn a format error. Says what to change."""
-    n = len(history)
-    if cfg.no_signal_steps == 0 or n < cfg.no_signal_steps:
+    """The last `no_signal_steps` steps or more in a row had no learning signal: in each, at least
+    `dead_frac` of the groups got one reward for all their rollouts, or at least `dead_frac` of
+    the turns did not parse. Says since when, and what to change. A solved run is exempt (every
+    group succeeding has no spread either: convergence). A step with some signal ends the streak;
+    the next streak of `no_signal_steps` steps is said again."""
+    if cfg.no_signal_steps == 0:
         return None
-    zero = series(history, "filter/zero_std_frac")
-    fmt = series(history, "episode/format_error_ratio")
-    empty_z = len(zero) == n and min(zero) >= cfg.dead_frac
-    empty_f = len(fmt) == n and min(fmt) >= cfg.dead_frac
-    if not (empty_z or empty_f):
+    zero = trailing_run(series(history, "filter/zero_std_frac"), cfg.dead_frac)
+    fmt = trailing_run(series(history, "episode/format_error_ratio"), cfg.dead_frac)
+    k = max(zero, fmt)
+    if k < cfg.no_signal_steps:
         return None
-    if empty_f:
-        why = (f"{min(fmt):.0%}+ of turns have not parsed since step 1: the replies miss the answer format. Try "
-               "rollout.think: false, rollout.answer_example, a larger rollout.max_tokens_per_turn, or another model")
+    name = score_name(history)
+    if name == "train/success" and smoothed(series(history, name), cfg.smooth)[-1] >= cfg.solved:
+        return None
+    since = history[-k].get("step", len(history) - k + 1) if k <= len(history) else 1
+    if fmt >= zero:
+        share = min(series(history, "episode/format_error_ratio")[-k:])
+        why = (f"at least {share:.0%} of the turns have not parsed in each of the last {k} steps (since step {since}): the replies "
+               "miss the answer format. Try rollout.think: false, rollout.answer_example, a larger "
+               "rollout.max_tokens_per_turn, or another model")
     else:
-        why = (f"every group's {cfg.dead_frac:.0%}+ rollouts got one reward since step 1: nothing to learn from. Try a "
-               "larger env.train.group_size, rollout.temperature 1.0, an easier env config, or reward shaping")
-    stop = cfg.empty_stop_steps and n >= cfg.empty_stop_steps
-    return Reason("no_signal", float(n), float(cfg.no_signal_steps), why, "collapse" if stop else "warning")
+        share = min(series(history, "filter/zero_std_frac")[-k:])
+        who = "every group got one reward for all its" if share >= 1 else \
+            f"at least {share:.0%} of the groups got one reward for all their"
+        why = (f"in each of the last {k} steps (since step {since}), {who} rollouts (the limit: {cfg.dead_frac:.0%} "
+               "of the groups): no spread to learn from. Try a larger "
+               "env.train.group_size, rollout.temperature 1.0, an easier env config, or reward shaping")
+    stop = cfg.empty_stop_steps and k >= cfg.empty_stop_steps
+    return Reason("no_signal", float(k), float(cfg.no_signal_steps), why, "collapse" if stop else "warning")
 
 
 def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
@@ -300,8 +321,16 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
     if not cfg.enabled:
         return Verdict("healthy", [], step)
     empty = no_signal(history, cfg)
-    if empty is not None:
-        return Verdict(empty.level, [empty], step)
+    if empty is not None and (empty.value >= len(history) or empty.level == "collapse"):
+        return Verdict(empty.level, [empty], step)  # never a signal (inside the warm-up too), or stop
+    verdict = _judge(history, cfg, step)
+    if empty is not None and verdict.level != "collapse":  # the signal was there and is gone: say so
+        return Verdict("warning", [empty, *verdict.reasons], step)
+    return verdict
+
+
+def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
+    """Narrowing, progress and failure (module doc)."""
     if len(history) < max(cfg.warmup_steps, 1):
         return Verdict("healthy", [], step)
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
