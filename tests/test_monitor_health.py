@@ -1,7 +1,7 @@
 """Echo Trap / template-collapse detector on synthetic histories, every expected step derived
 by hand. Defaults: window 20, smooth 3 (moving mean of the last 3 values), warmup 5,
 collapse_votes 2, progress_window 5, progress_min 0.02, fall_ratio 0.5, dead_frac 0.95,
-stall_steps 10, solved 0.9. (The thresholds are tuned on real runs: bench/health_corpus.py.)"""
+solved 0.9. (The thresholds are tuned on real runs: bench/health_corpus.py.)"""
 
 import json
 import math
@@ -65,7 +65,7 @@ def test_echo_trap_gain_then_fall():
     # Step 26: smoothed entropy (1 + .2 + .2)/3 = .467 <= 50% and std (.4 + .1 + .1)/3 = .2 =
     # 50% of .4: two narrowing signals. Progress? The smoothed success peaked at step 21
     # ((.6+.57+.55)/3 = .573); no new high in 22..26: none. Failure? s26 = (.4+.35+.3)/3 = .35,
-    # start s1 = .03, gain .543: kept (.35-.03)/.543 = 59% > 50%; stalled needs 10 steps: none
+    # start s1 = .03, gain .543: kept (.35-.03)/.543 = 59% > 50%; gained over the start: not no_gain
     # -> warning at 26. Step 27: s27 = .30, kept 50.0%? (.30-.03)/.543 = 49.7% <= 50%:
     # success_fell -> collapse at 27.
     def success(t):
@@ -123,15 +123,15 @@ def test_template_collapse_and_state_dependence_as_progress():
     # up to s20 = .76. While mi rises, the last 5 steps' high beats the earlier max by .2 > .1
     # (mi_progress_min): progress, healthy. At step 22 the window 18..22 holds s20 = .76 against
     # s17 = .64 (+.12): still progress. At step 23, s20 against s18 = .68: +.08, not more than
-    # .1 -> no progress; smoothed mi (.05) <= 50% of the peak: template; success flat since
-    # step 1 (> 10 steps): stalled -> collapse at 23 (healthy before).
+    # .1 -> no progress; smoothed mi (.05) <= 50% of the peak: template; success has gained
+    # nothing over step 1: no_gain -> collapse at 23 (healthy before).
     hist = run(lambda t: 0.2, **{"collapse/mi_norm": lambda t: 0.04 * t if t <= 20 else 0.05,
                                  "actor/entropy": lambda t: 1.0 if t < 10 else 0.3})
     lv = levels(hist)
     assert set(lv[:22]) == {"healthy"}
     assert lv[22] == "collapse"
     v = assess(hist[:23], CFG)
-    assert v.reasons[0].signal == "stalled" and {r.signal for r in v.reasons[1:]} == {"template", "entropy"}
+    assert v.reasons[0].signal == "no_gain" and {r.signal for r in v.reasons[1:]} == {"template", "entropy"}
 
 
 def test_no_signal_from_the_start_and_empty_stop():
@@ -174,9 +174,14 @@ def test_grad_spike_is_narrowing_only_without_progress():
 
 def test_failure_helpers():
     flat = run(lambda t: 0.2)
-    assert failure(flat[:10], CFG) is None  # 10 steps: not yet more than stall_steps
-    assert failure(flat[:11], CFG).signal == "stalled"
+    assert failure(flat[:1], CFG) is None  # one step: nothing to compare with
+    assert failure(flat[:2], CFG).signal == "no_gain" and failure(flat[:11], CFG).signal == "no_gain"
     assert progress(flat[:11], CFG) is None
+    # a gain of more than progress_min (.02) over the start, at any step, ends it for good:
+    # smoothed success .2, .2, .2133 (mean of .2, .2, .24): .0133 gained -> still no gain; .2267: gained
+    slow = run(lambda t: 0.2 if t < 3 else 0.24)
+    assert failure(slow[:3], CFG).signal == "no_gain" and failure(slow[:4], CFG) is None
+    assert failure(slow[:30], CFG) is None  # no clock: 30 flat steps after the gain are not a failure
 
 
 def test_warmup_disabled_and_missing_metrics():
@@ -224,12 +229,11 @@ def test_spec_rejects_bad_values():
         HealthSpec(unknown_field=1)
 
 
-def test_a_stall_without_the_template_signal_is_only_a_warning():
+def test_no_gain_without_the_template_signal_is_only_a_warning():
     # FrozenLake's shipped run narrowed (entropy 22% of its peak) while success was flat for 35
     # steps, then learned. Flat success 0.2 and entropy 1.0 -> 0.3 from step 11: smoothed
     # entropy s11 = (1 + 1 + .3)/3 = .77, s12 = .53, s13 = .3 <= 50%: narrowing from step 13;
-    # stalled (no new high for 10 steps) from step 11, but no template signal: warning, never
-    # collapse.
+    # no gain over the start all along, but no template signal: warning, never collapse.
     hist = run(lambda t: 0.2, **{"actor/entropy": lambda t: 1.0 if t < 11 else 0.3})
     lv = levels(hist)
     assert "collapse" not in lv and lv[12] == "warning" and set(lv[:12]) == {"healthy"}

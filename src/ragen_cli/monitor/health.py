@@ -13,10 +13,11 @@ of evidence:
 - *progress* (`progress`): success has reached a new high within `progress_window` steps, or
   I(X;Z) has (the policy is learning to read the state), or success is at `solved`;
 - *failure* (`failure`): success fell to `fall_ratio` of its peak after a gain, or every group's
-  reward is constant (`dead_frac`: nothing left to learn from), or no progress for `stall_steps`.
+  reward is constant (`dead_frac`: nothing left to learn from), or success has gained nothing
+  over its start (`no_gain`). No rule counts elapsed steps.
 
 Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
-progress is a warning; narrowing with failure is a collapse, where `stalled` counts only beside
+progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
 the template signal (a slow learner stalls for a long time too; a state-blind one that stalls
 has collapsed). A narrowing run that is progressing
 is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
@@ -249,7 +250,7 @@ def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSp
 
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """Evidence that narrowing has become a collapse: success fell after a gain, no group has
-    any reward variance left, or no progress for `stall_steps`."""
+    any reward variance left, or success never rose `progress_min` above its start (smoothed)."""
     name = score_name(history)
     if name is not None:
         s = smoothed(series(history, name), cfg.smooth)
@@ -264,11 +265,11 @@ def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac:
         return Reason("no_variance", min(zero), cfg.dead_frac,
                       f"{min(zero):.0%} of groups have one reward for all their rollouts: no learning signal left", "collapse")
-    if name is not None and len(history) > cfg.stall_steps:
-        xs = series(history, name)
-        if not _new_high(xs, cfg, cfg.progress_min, cfg.stall_steps):
-            return Reason("stalled", float(cfg.stall_steps), float(cfg.stall_steps),
-                          f"{name} has set no new high for {cfg.stall_steps} steps", "collapse")
+    if name is not None:
+        s = smoothed(series(history, name), cfg.smooth)
+        if len(s) > 1 and max(s) - s[0] < cfg.progress_min:
+            return Reason("no_gain", max(s) - s[0], cfg.progress_min,
+                          f"{name} has gained nothing over its start ({max(s) - s[0]:+.3g})", "collapse")
     return None
 
 
@@ -345,8 +346,8 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
         # that has since been lost (success_fell: at most fall_ratio of the gain kept), though its
         # high is still inside progress_window.
         return Verdict("healthy", [], step)
-    if failed is not None and failed.signal == "stalled" and not any(r.signal == "template" for r in narrowing):
-        failed = None  # a slow learner stalls too (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
+    if failed is not None and failed.signal == "no_gain" and not any(r.signal == "template" for r in narrowing):
+        failed = None  # a slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
     if failed is not None and len(narrowing) >= cfg.collapse_votes:
         return Verdict("collapse", [failed, *narrowing], step)
     return Verdict("warning", narrowing, step)
