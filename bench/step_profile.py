@@ -14,17 +14,17 @@ checkpoint), and for rollout and update the achieved FLOP/s as a fraction of the
 line is one JSON object: precision, native_bf16, step_s (median of the steady steps, 4 on),
 warmup_s (slowest of the first 3), collapse_share, rollout_peak_frac, update_peak_frac.
 
-FLOPs are model FLOPs (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1): a forward pass costs
-2 N per token, N the non-embedding parameters; attention's own O(T^2) term is left out (a
-bandit row is ~340 tokens, where it is a few percent). The rollout counts every token of the
-step's trajectories once (prompt prefill and generated tokens; prefix caching makes the real
-work smaller, so its fraction is an upper bound on the kernels' utilization) plus the
-vocabulary projection (2 V d) per generated token. The update counts the tokens it trained on
-(`perf/update_tokens_per_s` x `timing/update_s`: prompt and reply, every pass) at 2 N forward +
-2 N backward through the activations + 2 N for weight gradients when all weights train (the
-usual 6 N); with a LoRA adapter the frozen weights take no weight gradient (4 N); gradient
-checkpointing adds a second forward (+2 N). The update runs a group's shared prompt once
-(`train.share_prefix`), so this too counts more than the kernels did.
+FLOPs are counted on the tokens the kernels ran (not the model-FLOPs of MFU, which would count
+every prompt token of every row): a forward pass costs 2 N per token, N the non-embedding
+parameters (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1); attention's own O(T^2) term is left
+out (a bandit row is ~340 tokens, where it is a few percent). The rollout counts
+`perf/rollout_tokens` (each group's prompt once, as the engine's prefix cache runs it, plus
+every trajectory's own tokens) plus the vocabulary projection (2 V d) per generated token. The
+update counts `perf/update_tokens` (each group's shared prompt once with `train.share_prefix`,
+every pass) at 2 N forward + 2 N backward through the activations + 2 N for weight gradients
+when all weights train (the usual 6 N); with a LoRA adapter the frozen weights take no weight
+gradient (4 N); gradient checkpointing adds a second forward (+2 N). The logits at the sampled
+columns are left out of the update (16 of ~340 columns in a bandit row).
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         generated = r.get("perf/rollout_tokens_per_s", 0.0) * ph["rollout"]
         roll = peak_fraction(rollout_flops(n_body, r.get("perf/rollout_tokens", generated), generated, vocab, d),
                              ph["rollout"], peak)
-        upd_tokens = r.get("perf/update_tokens_per_s", 0.0) * ph["update"]
+        upd_tokens = r.get("perf/update_tokens", r.get("perf/update_tokens_per_s", 0.0) * ph["update"])
         upd = peak_fraction(update_flops(n_body, upd_tokens, lora, ckpt), ph["update"], peak)
         fracs["rollout"].append(roll)
         fracs["update"].append(upd)

@@ -89,3 +89,33 @@ def test_checkpoint_seconds_and_first_validation_reaching():
     # step 0 does not count; step 5's mean (0.8 + 1.0) / 2 = 0.9 reaches 0.9
     assert sp.first_reaching(metrics, 0.9) == (5, 150.0)
     assert sp.first_reaching(metrics, 0.99) is None
+
+
+def test_forward_tokens_count_a_shared_prompt_once():
+    from ragen_cli.rollout.types import Trajectory
+    from ragen_cli.train.batch import MIN_SHARED_PREFIX, collate, forward_tokens
+
+    p = list(range(1, MIN_SHARED_PREFIX + 5))  # a 20-token prompt (MIN_SHARED_PREFIX 16 + 4)
+
+    def row(reply, group):
+        ids = p + reply
+        return Trajectory(input_ids=ids, loss_mask=[0] * len(p) + [1] * len(reply), old_logprobs=[0.0] * len(ids),
+                          turn_end=[len(ids) - 1], turn_rewards=[1.0], group=group)
+
+    b = collate([row([7, 8], 0), row([9], 0), row([7, 8, 9], 1)])
+    # rows 22, 21 and 23 tokens = 66 without sharing; group 0 shares its prompt up to the first
+    # sampled logit (column 19: 19 tokens), so 19 tokens run once instead of twice: 66 - 19 = 47;
+    # group 1 has one row (nothing to share)
+    assert forward_tokens(b, micro=4, share_prefix=False) == 66
+    assert forward_tokens(b, micro=4) == 47
+    # micro 1: every row alone, nothing shared
+    assert forward_tokens(b, micro=1) == 66
+
+
+def test_engine_tokens_count_each_groups_prompt_once():
+    from ragen_cli.train.stages import engine_tokens
+
+    # group 0: common prefix [1, 2] (then 3 vs 4): 3 + 4 - 2 = 5; group 1: one sequence of 2
+    assert engine_tokens([[1, 2, 3], [1, 2, 4, 5], [6, 7]], [0, 0, 1]) == 7
+    # identical samples: the whole sequence once
+    assert engine_tokens([[1, 2], [1, 2]], [0, 0]) == 2

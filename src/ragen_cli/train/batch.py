@@ -137,6 +137,19 @@ def shared_prefixes(mb: Batch) -> list[tuple[list[int], int]]:
     return out
 
 
+def forward_tokens(batch: Batch, micro: int, share_prefix: bool = True) -> int:
+    """Tokens the forwards over `batch` run, `micro` rows at a time (as `score` and the update
+    cut it): with `share_prefix`, each shared prompt prefix (`shared_prefixes`) once and every
+    row's tokens after it; without, every row's tokens. What a FLOP count of the update reads."""
+    total = 0
+    for idx in micro_slices(len(batch), micro):
+        mb = batch.rows(idx)
+        lengths = mb.attention_mask.sum(-1)
+        for rows, prefix in shared_prefixes(mb) if share_prefix else [(list(range(len(mb))), 0)]:
+            total += int(lengths[rows].sum().item()) - prefix * (len(rows) - 1)
+    return total
+
+
 def _logits(module, ids: torch.Tensor, attn: torch.Tensor, cols: torch.Tensor, prefix: int) -> torch.Tensor:
     """Logits [B,K,V] at shifted columns `cols` (ids, attn and cols on the module's device); with
     `prefix` > 0 the first `prefix` tokens (identical in every row) run once, batch 1, and their KV

@@ -29,9 +29,9 @@ from ragen_cli.envs.base import EnvFailure
 from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
-from ragen_cli.train.batch import collate
+from ragen_cli.train.batch import collate, forward_tokens
 from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
-from ragen_cli.train.update import actor_update, critic_update, passes
+from ragen_cli.train.update import actor_update, critic_update, passes, shares_prefix
 from ragen_cli.train.validate import should_validate
 
 
@@ -105,6 +105,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     metrics.update({
         "timing/update_s": update_s,
         "perf/update_tokens_per_s": batch.tokens * passes(spec) / max(update_s, 1e-9),
+        "perf/update_tokens": forward_tokens(local, spec.train.micro_batch, shares_prefix(spec))
+        * passes(spec),
         "timing/step_s": time.perf_counter() - t_step,
     })
     return metrics

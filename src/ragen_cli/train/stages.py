@@ -52,7 +52,24 @@ def gather_rollouts(run, seeds: list[int], step: int):
             return trajs, {}
     # rank 0's metrics speak for the whole batch (the health verdict reads them)
     return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds),
-                   "perf/rollout_tokens": sum(len(t.input_ids) for t in trajs)}
+                   "perf/rollout_tokens": engine_tokens([t.input_ids for t in trajs], [t.group for t in trajs])}
+
+
+def engine_tokens(seqs: list[list[int]], groups: list[int]) -> int:
+    """Tokens the rollout engine ran through the model for these trajectories: each group's
+    common token prefix once (its prompt, which the engine's prefix cache holds for the group's
+    other samples), then every trajectory's own tokens after it (sampled replies and, in
+    multi-turn episodes, the observations between turns)."""
+    by_group: dict[int, list[list[int]]] = {}
+    for ids, g in zip(seqs, groups):
+        by_group.setdefault(g, []).append(ids)
+    total = 0
+    for members in by_group.values():
+        lcp = 0
+        while all(len(m) > lcp and m[lcp] == members[0][lcp] for m in members):
+            lcp += 1
+        total += sum(len(m) for m in members) - lcp * (len(members) - 1)
+    return total
 
 
 def single_pass(spec, rows: int, mini_rows: int) -> bool:

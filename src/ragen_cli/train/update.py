@@ -54,13 +54,18 @@ def passes(spec) -> int:
     return spec.algorithm.online_k * spec.algorithm.ppo_epochs
 
 
+def shares_prefix(spec) -> bool:
+    """Whether the update's forwards run a group's prompt once (`train.share_prefix`): not under
+    gradient checkpointing, which turns the KV cache off in training mode."""
+    return spec.train.share_prefix and not spec.train.gradient_checkpointing
+
+
 def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec,
                  is_cap: float | None = None) -> tuple[torch.Tensor, dict]:
     """Loss of one micro-batch and its stats (0-d tensors), computed on the engine's device: `mb`,
     `old_logp`, `adv` and `ref_logp` may live elsewhere (the CPU); what the loss reads goes there."""
     a = spec.algorithm
-    # gradient checkpointing turns the KV cache off in training mode, so no shared prompt pass
-    share = spec.train.share_prefix and not spec.train.gradient_checkpointing
+    share = shares_prefix(spec)
     logp, entropy = policy_forward(engine, mb, with_entropy=True, share_prefix=share)
     dev, T = logp.device, logp.shape[1]
     on = mb.to(dev)
