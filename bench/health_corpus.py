@@ -244,25 +244,45 @@ def bound(labels: list[dict]) -> dict:
     return summary
 
 
-def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
+def default_cadence() -> int:
+    """How often a user's run computes the collapse metrics (`monitor.collapse.every`)."""
+    from ragen_cli.spec.models import CollapseSpec
+
+    return CollapseSpec().every
+
+
+def run_verdicts(labels: list[dict], cfg=None, collapse_every: int | None = None) -> list[dict]:
+    """Each run's first warning and first collapse under `cfg` (default: the HealthSpec defaults),
+    the collapse metrics thinned to `collapse_every` (default: a user's cadence; the corpus
+    recorded them every step)."""
     from ragen_cli.monitor.replay import replay
     from ragen_cli.spec.health_spec import HealthSpec
 
+    every = default_cadence() if collapse_every is None else collapse_every
     rows = []
     for lab in labels:
-        t = replay(CORPUS / "runs" / lab["run"], cfg or HealthSpec())
+        t = replay(CORPUS / "runs" / lab["run"], cfg or HealthSpec(), collapse_every=every)
         warn, coll = (v.step if v else None for v in (t.first_warning(), t.first_collapse()))
-        lead = lab["onset"] - warn if lab["onset"] is not None and warn is not None else None
-        rows.append({**lab, "first_warning": warn, "first_collapse": coll, "lead": lead})
+        rows.append({**lab, "first_warning": warn, "first_collapse": coll})
+    return rows
+
+
+def summarize(rows: list[dict], warmup_steps: int) -> dict:
+    """The summary of `run_verdicts` rows. Lead = onset - first warning; onset delay = first
+    collapse - onset. A lead of 3 needs a first warning at step onset - 3 >= warmup_steps (the
+    first step a verdict may be other than healthy): collapses with an earlier onset cannot be led
+    by 3 at all. `slow_min_lead` is over the collapses with onset >= 8 (None: none, or one unwarned
+    counts as no lead: -99)."""
+    for r in rows:
+        r["lead"] = r["onset"] - r["first_warning"] if r["onset"] is not None and r["first_warning"] is not None else None
     learn = [r for r in rows if r["label"] == "learns"]
     coll = [r for r in rows if r["label"] == "collapse"]
     leads = [r["lead"] for r in coll if r["first_collapse"] is not None and r["lead"] is not None]
-    # a lead of 3 needs a first warning at step onset - 3 >= warmup_steps (the first step a verdict
-    # may be other than healthy): collapses with an earlier onset cannot be led by 3 at all
-    first_verdict = (cfg or HealthSpec()).warmup_steps
-    late = [r["lead"] for r in coll if r["onset"] is not None and r["onset"] - 3 >= first_verdict
+    late = [r["lead"] for r in coll if r["onset"] is not None and r["onset"] - 3 >= warmup_steps
             and r["first_collapse"] is not None and r["lead"] is not None]
-    summary = {
+    delays = [r["first_collapse"] - r["onset"] for r in coll if r["first_collapse"] is not None and r["onset"] is not None]
+    slow = [r["lead"] if r["lead"] is not None else -99 for r in coll if r["onset"] is not None and r["onset"] >= 8]
+    return {
         "learning_runs": len(learn),
         "false_collapse": sum(r["first_collapse"] is not None for r in learn),
         "collapse_runs": len(coll),
@@ -270,8 +290,81 @@ def evaluate(labels: list[dict], cfg=None) -> tuple[list[dict], dict]:
         "median_lead_steps": statistics.median(leads) if leads else None,
         "late_onset_runs": len(late),
         "median_lead_late_onset": statistics.median(late) if late else None,
+        "learners_warned": sum(r["first_warning"] is not None for r in learn),
+        "max_onset_delay": max(delays) if delays else None,
+        "slow_min_lead": min(slow) if slow else None,
+        "gain_then_loss_runs": sum(r["label"] == "collapse" and r["best"] >= r["v0"] + GAIN for r in rows),
     }
-    return rows, summary
+
+
+def evaluate(labels: list[dict], cfg=None, collapse_every: int | None = None) -> tuple[list[dict], dict]:
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    rows = run_verdicts(labels, cfg, collapse_every)
+    return rows, summarize(rows, (cfg or HealthSpec()).warmup_steps)
+
+
+THRESHOLDS = ("window", "smooth", "warmup_steps", "collapse_votes", "std_warn", "entropy_warn", "distinct_warn",
+              "joint_warn", "identical_warn", "mi_warn", "mi_min_peak", "grad_z_warn", "grad_ratio_min", "solved",
+              "progress_min", "progress_window", "mi_progress_min", "fall_ratio", "fall_z", "dead_frac",
+              "no_signal_steps")
+"""The HealthSpec fields the rules read, each moved by +-20% one at a time (`robust`)."""
+
+
+def moved(field: str, factor: float):
+    """The default of `field` times `factor`: ints rounded (None when that leaves the value where it
+    was), a value past a bound pulled back inside it (le=1: 1.0; lt=1: 0.99)."""
+    from pydantic import ValidationError
+
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    default = getattr(HealthSpec(), field)
+    value = round(default * factor) if isinstance(default, int) else default * factor
+    if value == default:
+        return None
+    for candidate in (value, 1.0, 0.99):
+        try:
+            return getattr(HealthSpec(**{field: candidate}), field)
+        except ValidationError:
+            continue
+    return None
+
+
+def robust(labels: list[dict]) -> list[dict]:
+    """The summary with each threshold moved by -20% and +20% (one at a time)."""
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    out = []
+    for field in THRESHOLDS:
+        for factor in (0.8, 1.2):
+            value = moved(field, factor)
+            if value is not None:
+                _, summary = evaluate(labels, HealthSpec(**{field: value}))
+                out.append({"field": field, "value": value, **summary})
+    return out
+
+
+def loro(labels: list[dict]) -> list[dict]:
+    """Leave one run out: for each run, the SWEEP setting chosen on the other runs (fewest false
+    collapses, then most collapses caught, then fewest learners warned, then the largest median
+    lead), and that setting's verdict on the held-out run."""
+    import itertools
+
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    keys = list(SWEEP)
+    settings = [dict(zip(keys, values)) for values in itertools.product(*SWEEP.values())]
+    verdicts = [run_verdicts(labels, HealthSpec(**s)) for s in settings]
+    out = []
+    for i, lab in enumerate(labels):
+        def score(j: int) -> tuple:
+            others = [r for k, r in enumerate(verdicts[j]) if k != i]
+            m = summarize([dict(r) for r in others], HealthSpec(**settings[j]).warmup_steps)
+            return (m["false_collapse"], -m["caught"], m["learners_warned"], -(m["median_lead_steps"] or -99))
+        best = min(range(len(settings)), key=score)
+        out.append({"run": lab["run"], "label": lab["label"], "setting": settings[best],
+                    "first_warning": verdicts[best][i]["first_warning"], "first_collapse": verdicts[best][i]["first_collapse"]})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -294,7 +387,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         sweep(json.loads((CORPUS / "labels.json").read_text()))
         return 0
-    rows, summary = evaluate(json.loads((CORPUS / "labels.json").read_text()))
+    labels = json.loads((CORPUS / "labels.json").read_text())
+    rows, summary = evaluate(labels)
+    shaky = robust(labels)
+    held = loro(labels)
+    summary.update({
+        "robust_false_collapse": max(r["false_collapse"] for r in shaky),
+        "robust_learners_warned": max(r["learners_warned"] for r in shaky),
+        "robust_missed": max(r["collapse_runs"] - r["caught"] for r in shaky),
+        "loro_false_collapse": sum(h["label"] == "learns" and h["first_collapse"] is not None for h in held),
+        "loro_learners_warned": sum(h["label"] == "learns" and h["first_warning"] is not None for h in held),
+        "loro_missed": sum(h["label"] == "collapse" and h["first_collapse"] is None for h in held),
+        "collapse_every": default_cadence(),
+    })
+    print("+-20% of one threshold at a time: the settings that change anything")
+    for r in shaky:
+        if (r["false_collapse"], r["caught"], r["learners_warned"]) != (summary["false_collapse"], summary["caught"],
+                                                                         summary["learners_warned"]):
+            print(f"  {r['field']} = {r['value']:g}: false collapse {r['false_collapse']}, caught {r['caught']}/"
+                  f"{r['collapse_runs']}, learners warned {r['learners_warned']}/{r['learning_runs']}")
+    print("leave one run out (the SWEEP setting chosen on the others), where the held-out verdict differs from the label:")
+    for h in held:
+        wrong = (h["label"] == "learns" and (h["first_collapse"] or h["first_warning"])) or \
+            (h["label"] == "collapse" and h["first_collapse"] is None)
+        if wrong:
+            print(f"  {h['run']} ({h['label']}): warned {h['first_warning']}, collapse {h['first_collapse']} with {h['setting']}")
     print(f"{'run':28s} {'label':9s} {'v0':>5s} {'best':>5s} {'final':>5s} {'onset':>5s} {'warn':>5s} {'coll':>5s} {'lead':>5s}")
     for r in rows:
         cells = [r["onset"], r["first_warning"], r["first_collapse"], r["lead"]]

@@ -74,3 +74,35 @@ def test_warned_by_counts_first_warnings_at_each_step_they_grow():
     hc = _bench()
     # collapses warned at 2, 3, never; learners at 3, 3: by 2 -> (1, 0); by 3 -> (2, 2); 4, 5 unchanged
     assert hc.warned_by([2, 3, None], [3, 3], first=2, last=5) == [(2, (1, 0)), (3, (2, 2))]
+
+
+def test_summarize_by_hand():
+    hc = _bench()
+    rows = [  # onset, first warning, first collapse
+        {"label": "collapse", "onset": 9, "first_warning": 5, "first_collapse": 10, "v0": 0.0, "best": 0.5},
+        {"label": "collapse", "onset": 4, "first_warning": 5, "first_collapse": 7, "v0": 0.0, "best": 0.1},
+        {"label": "collapse", "onset": 12, "first_warning": None, "first_collapse": None, "v0": 0.0, "best": 0.0},
+        {"label": "learns", "onset": None, "first_warning": 6, "first_collapse": None, "v0": 0.0, "best": 1.0},
+        {"label": "learns", "onset": None, "first_warning": None, "first_collapse": None, "v0": 0.0, "best": 1.0},
+    ]
+    s = hc.summarize(rows, warmup_steps=5)
+    # leads 4 and -1 (caught); delays 10-9 = 1 and 7-4 = 3; onset >= 8: leads 4 and unwarned (-99)
+    assert (s["caught"], s["median_lead_steps"], s["max_onset_delay"], s["slow_min_lead"]) == (2, 1.5, 3, -99)
+    # late onset (onset - 3 >= 5): only the first; best >= v0 + 0.2: only the first collapse
+    assert (s["late_onset_runs"], s["learners_warned"], s["false_collapse"], s["gain_then_loss_runs"]) == (1, 1, 0, 1)
+
+
+def test_moved_thresholds():
+    hc = _bench()
+    assert hc.moved("std_warn", 1.2) == 0.6 and hc.moved("window", 0.8) == 16
+    assert hc.moved("collapse_votes", 1.2) is None  # round(2.4) = 2: unchanged
+    assert hc.moved("dead_frac", 1.2) == 1.0 and hc.moved("std_warn", 2.5) == 0.99  # pulled inside le=1 / lt=1
+
+
+def test_thinned_keeps_collapse_metrics_on_the_cadence_only():
+    from ragen_cli.monitor.replay import thinned
+
+    hist = [{"step": t, "collapse/mi_norm": 0.1 * t, "actor/entropy": 1.0} for t in (1, 2, 3, 4)]
+    out = thinned(hist, 2)
+    assert [("collapse/mi_norm" in r) for r in out] == [False, True, False, True]
+    assert all(r["actor/entropy"] == 1.0 for r in out) and thinned(hist, 1) is hist

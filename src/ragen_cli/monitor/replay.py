@@ -81,8 +81,18 @@ class Timeline:
         }
 
 
-def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
-    """The detector over `run_dir`'s metrics with the run's own HealthSpec (or `cfg`)."""
+def thinned(history: list[dict], every: int) -> list[dict]:
+    """`history` as a run computing the template-collapse metrics every `every` steps would have
+    recorded it (`monitor.collapse.every`: on steps divisible by it): collapse/* kept there only."""
+    if every <= 1:
+        return history
+    return [r if r.get("step", 0) % every == 0 else {k: v for k, v in r.items() if not k.startswith("collapse/")}
+            for r in history]
+
+
+def replay(run_dir: str | Path, cfg: HealthSpec | None = None, collapse_every: int = 1) -> Timeline:
+    """The detector over `run_dir`'s metrics with the run's own HealthSpec (or `cfg`); with
+    `collapse_every` > 1 as if the collapse metrics had been computed only every so many steps."""
     run = RunDir(run_dir)
     note = ""
     text = run.read_spec_text()
@@ -93,7 +103,7 @@ def replay(run_dir: str | Path, cfg: HealthSpec | None = None) -> Timeline:
     if cfg is None:
         cfg, note = health_spec(spec)
     records, problems = run.read_metrics_checked()
-    history = with_episodes(training_history(records), spec)
+    history = thinned(with_episodes(training_history(records), spec), collapse_every)
     verdicts = [assess(history[: i + 1], cfg) for i in range(len(history))]
     changes, level = [], "healthy"
     for v in verdicts:
