@@ -28,7 +28,7 @@ earlier replies) gets, each turn, its own rendering of the history: the sampler'
 template's text of all messages so far, re-tokenised (`window_prompt` returns it), and the
 update trains one row per turn on exactly that prompt (train/turn_rows.py), so every trained
 token's log-prob is the sampler's. The episode's own token list then only lays the turns out
-in order (prompt pieces in the stable shape of a plain reply, `ChatFormat.user_block`).
+in order (each new piece read off a rendering after a marked reply, `ChatFormat.user_delta`).
 
 A template without a system role (Gemma's raises on one) gets the system prompt at the start of
 the first user message. The template's extra variables (`model.chat_template_kwargs`) ride on
@@ -200,8 +200,8 @@ class ChatFormat:
     def user_delta(self, history: list[dict], user: str) -> list[int]:
         """Tokens between the end-of-turn token of the last assistant message in `history` and
         the next generation: e.g. "\\n<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n<think>".
-        A template that re-renders history gets the same piece in the shape a plain reply gives
-        (`user_block`): the episode's layout, not what the sampler reads (`history_prompt`)."""
+        A template that re-renders history gets the piece as it follows a marked reply in the
+        template's rendering: the episode's layout, not what the sampler reads (`history_prompt`)."""
         closing = self.eot_text + self.after_eot
         if self.prefix_stable:
             before = self.render(history, generation_prompt=False)
