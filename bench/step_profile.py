@@ -18,8 +18,9 @@ FLOPs are counted on the tokens the kernels ran (not the model-FLOPs of MFU, whi
 every prompt token of every row): a forward pass costs 2 N per token, N the non-embedding
 parameters (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1); attention's own O(T^2) term is left
 out (a bandit row is ~340 tokens, where it is a few percent). The rollout counts
-`perf/rollout_tokens` (each group's prompt once, as the engine's prefix cache runs it, plus
-every trajectory's own tokens) plus the vocabulary projection (2 V d) per generated token. The
+`perf/rollout_tokens` (every distinct token prefix of the step's trajectories once, as an ideal
+prefix cache runs them; vLLM caches whole 32-token blocks, so it runs a little more) plus the
+vocabulary projection (2 V d) per generated token. The
 update counts `perf/update_tokens` (each group's shared prompt once with `train.share_prefix`,
 every pass) at 2 N forward + 2 N backward through the activations + 2 N for weight gradients
 when all weights train (the usual 6 N); with a LoRA adapter the frozen weights take no weight

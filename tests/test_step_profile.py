@@ -112,10 +112,13 @@ def test_forward_tokens_count_a_shared_prompt_once():
     assert forward_tokens(b, micro=1) == 66
 
 
-def test_engine_tokens_count_each_groups_prompt_once():
+def test_engine_tokens_count_every_distinct_prefix_once():
     from ragen_cli.train.stages import engine_tokens
 
-    # group 0: common prefix [1, 2] (then 3 vs 4): 3 + 4 - 2 = 5; group 1: one sequence of 2
-    assert engine_tokens([[1, 2, 3], [1, 2, 4, 5], [6, 7]], [0, 0, 1]) == 7
-    # identical samples: the whole sequence once
-    assert engine_tokens([[1, 2], [1, 2]], [0, 0]) == 2
+    # [1,2,3] and [1,2,4,5] share [1,2]: 3 + 4 - 2 = 5; [6,7] shares nothing: + 2 = 7
+    assert engine_tokens([[1, 2, 3], [1, 2, 4, 5], [6, 7]]) == 7
+    # identical samples: the whole sequence once; one sequence inside another: the longer one
+    assert engine_tokens([[1, 2], [1, 2]]) == 2
+    assert engine_tokens([[1, 2, 3], [1, 2]]) == 3
+    # three prompts sharing [1] then splitting: [1,2,3], [1,2,4], [1,5]: 3 + 1 + 1 = 5 trie nodes
+    assert engine_tokens([[1, 5], [1, 2, 4], [1, 2, 3]]) == 5

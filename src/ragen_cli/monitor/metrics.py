@@ -111,7 +111,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("timing/collapse_s", "s", "Wall time of the template-collapse cross-scoring (part of the step)."),
     ("timing/step_s", "s", "Wall time of the whole step."),
     ("perf/rollout_tokens_per_s", "tokens/s", "Generated tokens per second during rollouts."),
-    ("perf/rollout_tokens", "tokens", "Tokens the rollout engine ran through the model: each group's common prompt once (its prefix cache), then every trajectory's own tokens."),
+    ("perf/rollout_tokens", "tokens", "Tokens a rollout engine with a prefix cache runs for the step's trajectories: every distinct token prefix once (a shared prompt once)."),
     ("perf/update_tokens", "tokens", "Tokens the update's forwards ran, over all its passes: each group's shared prompt once with train.share_prefix, then every row's own tokens."),
     ("perf/update_tokens_per_s", "tokens/s", "Tokens (prompt and reply) processed per second by the update."),
     ("sync/parity_gap", "nats", "Root-mean-square log-prob gap between trainer and rollout engine on the probe's tokens after a sync (rollout/parity.py)."),

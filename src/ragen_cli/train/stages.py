@@ -52,23 +52,21 @@ def gather_rollouts(run, seeds: list[int], step: int):
             return trajs, {}
     # rank 0's metrics speak for the whole batch (the health verdict reads them)
     return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds),
-                   "perf/rollout_tokens": engine_tokens([t.input_ids for t in trajs], [t.group for t in trajs])}
+                   "perf/rollout_tokens": engine_tokens([t.input_ids for t in trajs])}
 
 
-def engine_tokens(seqs: list[list[int]], groups: list[int]) -> int:
-    """Tokens the rollout engine ran through the model for these trajectories: each group's
-    common token prefix once (its prompt, which the engine's prefix cache holds for the group's
-    other samples), then every trajectory's own tokens after it (sampled replies and, in
-    multi-turn episodes, the observations between turns)."""
-    by_group: dict[int, list[list[int]]] = {}
-    for ids, g in zip(seqs, groups):
-        by_group.setdefault(g, []).append(ids)
-    total = 0
-    for members in by_group.values():
+def engine_tokens(seqs: list[list[int]]) -> int:
+    """Tokens a rollout engine with a prefix cache runs for these trajectories: every distinct
+    token prefix once (the size of their token trie: a prompt shared by samples, or by groups
+    up to where their states differ, runs once). In sorted order a sequence shares the most with
+    the one before it, so the trie adds its length less that common prefix."""
+    total, prev = 0, []
+    for ids in sorted(seqs):
         lcp = 0
-        while all(len(m) > lcp and m[lcp] == members[0][lcp] for m in members):
+        while lcp < min(len(ids), len(prev)) and ids[lcp] == prev[lcp]:
             lcp += 1
-        total += sum(len(m) for m in members) - lcp * (len(members) - 1)
+        total += len(ids) - lcp
+        prev = ids
     return total
 
 
