@@ -124,13 +124,14 @@ def collapse_share(collapse_s: list[float], step_s: list[float], every: int) -> 
     return statistics.median(collapse_s) / every / statistics.median(step_s)
 
 
-def first_reaching(metrics: list[dict], threshold: float) -> tuple[int, float] | None:
-    """(step, time stamp) of the first metrics line after step 0 whose validation successes
-    (`val/<env>/success`, mean over the envs) reach `threshold`; None if none does."""
+def first_reaching(metrics: list[dict], threshold: float) -> tuple[int, float, str] | None:
+    """(step, time stamp, metric) of the first metrics line after step 0 whose validation success
+    on the run's first validation env (the first `val/<env>/success` the run logged: the seen
+    arms of the bandit) reaches `threshold`; None if none does."""
+    key = next((k for r in metrics for k in r if k.startswith("val/") and k.endswith("/success")), None)
     for r in metrics:
-        vals = [v for k, v in r.items() if k.startswith("val/") and k.endswith("/success") and v is not None]
-        if r["step"] >= 1 and vals and sum(vals) / len(vals) >= threshold:
-            return r["step"], r["time"]
+        if key is not None and r["step"] >= 1 and r.get(key) is not None and r[key] >= threshold:
+            return r["step"], r["time"], key
     return None
 
 
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                            [r["timing/step_s"] for r in steady], every)
     reached = first_reaching(metrics, 0.9)
     print(f"command wall {wall:.0f}s; n_body {n_body / 1e6:.1f}M, lora {lora}, grad ckpt {ckpt}; first validation "
-          + (f">= 0.9 at step {reached[0]}, {reached[1] - launched:.0f}s after the command's start"
+          + (f"{reached[2]} >= 0.9 at step {reached[0]}, {reached[1] - launched:.0f}s after the command's start"
              if reached else ">= 0.9: not within these steps"))
     print(json.dumps({
         "precision": precision, "native_bf16": native, "peak_gflops": round(peak / 1e9, 1),

@@ -86,9 +86,11 @@ def test_checkpoint_seconds_and_first_validation_reaching():
                {"step": 10, "time": 200.0, "val/a/success": 1.0, "val/b/success": 0.7}]
     events = [{"kind": "val", "step": 5, "time": 149.0}, {"kind": "checkpoint", "step": 10, "time": 203.5}]
     assert sp.checkpoint_seconds(metrics, events) == {10: 3.5}
-    # step 0 does not count; step 5's mean (0.8 + 1.0) / 2 = 0.9 reaches 0.9
-    assert sp.first_reaching(metrics, 0.9) == (5, 150.0)
-    assert sp.first_reaching(metrics, 0.99) is None
+    # the first env (a) counts; step 0 does not: a reaches 0.9 at step 10, never 1.01
+    assert sp.first_reaching(metrics, 0.9) == (10, 200.0, "val/a/success")
+    assert sp.first_reaching(metrics, 0.8) == (5, 150.0, "val/a/success")
+    assert sp.first_reaching(metrics, 1.01) is None
+    assert sp.first_reaching([{"step": 1, "time": 1.0}], 0.5) is None  # no validation at all
 
 
 def test_forward_tokens_count_a_shared_prompt_once():
