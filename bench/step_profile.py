@@ -5,14 +5,16 @@
 
 Measures this machine's matmul peak in the run's precision (torch.matmul of square matrices,
 the best of a few sizes, with the threads the run gets), then runs `ragen train SPEC` for
-`--steps` steps (validation every step's cadence as the spec says; --set overrides as `ragen
+`--steps` steps (validation at the spec's cadence; --set overrides as `ragen
 train`) and reads the run's own timers: `timing/*_s` in metrics.jsonl, and a checkpoint's time
 from the gap between its step's metrics line and its `checkpoint` event. Prints per step, per
 phase (rollout, old scores, collapse metrics, update, sync, parity probe, validation,
 checkpoint), seconds and share of the step (the training step plus its validation and
 checkpoint), and for rollout and update the achieved FLOP/s as a fraction of the peak. The last
-line is one JSON object: precision, native_bf16, step_s (median of the steady steps, 4 on),
-warmup_s (slowest of the first 3), collapse_share, rollout_peak_frac, update_peak_frac.
+line is one JSON object: precision, native_bf16, peak_gflops, step_s (median of the steady
+steps, 4 on), warmup_s (slowest of the first 3), collapse_share (at the spec's cadence),
+rollout_peak_frac, update_peak_frac, and val_0.9_s (seconds from the command's start to the
+first validation line whose first env's success reaches 0.9; null if none).
 
 FLOPs are counted on the tokens the kernels ran (not the model-FLOPs of MFU, which would count
 every prompt token of every row): a forward pass costs 2 N per token, N the non-embedding
@@ -230,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "collapse_share": round(share, 3),
         "rollout_peak_frac": round(statistics.median(fracs["rollout"][WARMUP_STEPS:] or fracs["rollout"]), 4),
         "update_peak_frac": round(statistics.median(fracs["update"][WARMUP_STEPS:] or fracs["update"]), 4),
+        "val_0.9_s": round(reached[1] - launched, 1) if reached else None,  # from the command's start
     }))
     return 0
 
