@@ -64,7 +64,7 @@ def test_no_signal_is_said_at_once_and_stops_after_empty_steps(tmp_path, capsys)
     health = [e for e in events(out) if e["kind"] == "health"]
     assert [(e["step"], e["level"]) for e in health] == [(1, "warning"), (2, "collapse")]
     assert health[0]["reasons"][0]["signal"] == "no_signal" and "group_size" in health[0]["reasons"][0]["message"]
-    assert "ragen: health: warning at step 1: every group" in capsys.readouterr().out
+    assert "ragen: health: warning at step 1: in step 1, every group got one reward" in capsys.readouterr().out
 
 
 def test_intervene_filters_harder_lowers_lr_and_rolls_back(tmp_path):

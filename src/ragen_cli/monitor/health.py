@@ -300,16 +300,17 @@ def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     if name == "train/success" and smoothed(series(history, name), cfg.smooth)[-1] >= cfg.solved:
         return None
     since = history[-k].get("step", len(history) - k + 1) if k <= len(history) else 1
+    span = f"in step {since}" if k == 1 else f"in each of the last {k} steps (since step {since})"
     if fmt >= zero:
         share = min(series(history, "episode/format_error_ratio")[-k:])
-        why = (f"at least {share:.0%} of the turns have not parsed in each of the last {k} steps (since step {since}): the replies "
+        why = (f"at least {share:.0%} of the turns have not parsed {span}: the replies "
                "miss the answer format. Try rollout.think: false, rollout.answer_example, a larger "
                "rollout.max_tokens_per_turn, or another model")
     else:
         share = min(series(history, "filter/zero_std_frac")[-k:])
         who = "every group got one reward for all its" if share >= 1 else \
             f"at least {share:.0%} of the groups got one reward for all their"
-        why = (f"in each of the last {k} steps (since step {since}), {who} rollouts (the limit: {cfg.dead_frac:.0%} "
+        why = (f"{span}, {who} rollouts (the limit: {cfg.dead_frac:.0%} "
                "of the groups): no spread to learn from. Try a larger "
                "env.train.group_size, rollout.temperature 1.0, an easier env config, or reward shaping")
     stop = cfg.empty_stop_steps and k >= cfg.empty_stop_steps
