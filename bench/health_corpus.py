@@ -7,6 +7,11 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
     .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
 
+Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
+folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
+
+    .venv/bin/python bench/health_corpus.py --corpus bench/health_corpus_fresh collect RUN_DIR ...
+
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
 validation success of the training env (v_0 at step 0, best, final) and the first action of
 the trajectories saved each step:
@@ -32,7 +37,8 @@ import statistics
 import sys
 from pathlib import Path
 
-CORPUS = Path(__file__).parent / "health_corpus"
+DEFAULT_CORPUS = Path(__file__).parent / "health_corpus"
+CORPUS = DEFAULT_CORPUS  # the corpus every command works on; main() sets it from --corpus
 GAIN = 0.2
 SETTLED = 0.85  # 7 of the 8 trajectories a step saves by default
 KEEP_TRAJ = 3  # full trajectory files kept per run: first, middle, last step
@@ -371,7 +377,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound"])
     ap.add_argument("runs", nargs="*", type=Path)
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
+                    help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus")
     args = ap.parse_args(argv)
+    global CORPUS
+    CORPUS = args.corpus
     if args.command == "collect":
         collect(args.runs)
         return 0
