@@ -6,7 +6,9 @@ line per case. The update's advantages are +1 on group 0's tokens and -1 on grou
 replies all miss the format, so the env's rewards tie): the first group's log-probs must rise and
 the second's fall. Its own process: DeepSpeed's process group must not live in the pytest process.
 
-    python tests/chat_template_run.py OUT_DIR
+    python tests/chat_template_run.py OUT_DIR [DEVICE PRECISION]     # default: cpu fp32 (the test's)
+
+On a GPU (`cuda bf16`) it ran once by hand for docs/rollout.md.
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ env:
 rollout: {{backend: hf, max_turns: 2, max_tokens_per_turn: 6, think: {think}}}
 algorithm: {{adv_estimator: grpo, filter: {{keep_ratio: 1.0}}, mini_batches: 1, kl_coef: 0.0}}
 train: {{steps: 1, micro_batch: 4, lr_actor: 1.0e-3}}
-deepspeed: {{device: cpu, precision: fp32}}
+deepspeed: {{device: {device}, precision: {precision}}}
 output: {{dir: {out}}}
 """
 
 
-def case(name: str, out: Path) -> dict:
+def case(name: str, out: Path, device: str = "cpu", precision: str = "fp32") -> dict:
     import torch
 
     from ragen_cli.compile.plan import compile_plan
@@ -56,7 +58,7 @@ def case(name: str, out: Path) -> dict:
     template, think, kwargs = CASES[name]
     path = out / f"{name}.yaml"
     path.write_text(SPEC.format(name=name, template=FIXTURES / template, kwargs=json.dumps(kwargs),
-                                think=str(think).lower(), out=out), encoding="utf-8")
+                                think=str(think).lower(), out=out, device=device, precision=precision), encoding="utf-8")
     spec = load_spec(path)
     plan = compile_plan(spec)
     model_dir = resolve_model("tiny-random", "float32")
@@ -86,10 +88,10 @@ def case(name: str, out: Path) -> dict:
     }
 
 
-def main(out: Path) -> None:
+def main(out: Path, device: str = "cpu", precision: str = "fp32") -> None:
     for name in CASES:
-        print(json.dumps(case(name, out)), flush=True)
+        print(json.dumps({**case(name, out, device, precision), "device": device, "precision": precision}), flush=True)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:4])
