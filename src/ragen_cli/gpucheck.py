@@ -62,7 +62,7 @@ env:
 rollout: {{backend: hf, max_turns: 1, max_tokens_per_turn: 8}}
 algorithm: {{adv_estimator: grpo, filter: {{keep_ratio: 1.0}}, mini_batches: 1}}
 train: {{steps: {steps}, micro_batch: 2, lr_actor: 1.0e-3}}
-deepspeed: {{device: {device}, precision: auto, zero_stage: {zero}, offload: {offload}}}
+deepspeed: {{device: {device}, precision: auto}}
 checkpoint: {{every: 1, keep: 3}}
 output: {{dir: {out}}}
 """
@@ -93,8 +93,7 @@ def _spec(device: str, precision: str, lora: bool, extra: tuple[str, ...] = ()):
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "spec.yaml"
-        path.write_text(SPEC_YAML.format(name="gpu-check", steps=1, device=device, out=tmp, zero=0, offload="none"),
-                        encoding="utf-8")
+        path.write_text(SPEC_YAML.format(name="gpu-check", steps=1, device=device, out=tmp), encoding="utf-8")
         sets = [f"deepspeed.precision={precision}", "model.lora=" + ("{rank: 8, alpha: 16}" if lora else "null"),
                 *extra]
         return load_spec(path, sets)
@@ -255,8 +254,7 @@ def resume(device: str, work: Path, extra: tuple[str, ...] = ()) -> dict:
 
     def run(name: str, steps: int, again: bool = False) -> None:
         path = work / f"{name}.yaml"
-        path.write_text(SPEC_YAML.format(name=name, steps=steps, device=device, out=work, zero=0, offload="none"),
-                        encoding="utf-8")
+        path.write_text(SPEC_YAML.format(name=name, steps=steps, device=device, out=work), encoding="utf-8")
         spec = load_spec(path, list(extra))
         train(spec, compile_plan(spec), work / name, resume=again)
 

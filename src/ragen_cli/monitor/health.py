@@ -291,23 +291,23 @@ def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     the next streak of `no_signal_steps` steps is said again."""
     if cfg.no_signal_steps == 0:
         return None
-    zero = trailing_run(series(history, "filter/zero_std_frac"), cfg.dead_frac)
-    fmt = trailing_run(series(history, "episode/format_error_ratio"), cfg.dead_frac)
+    zs, fs = series(history, "filter/zero_std_frac"), series(history, "episode/format_error_ratio")
+    zero, fmt = trailing_run(zs, cfg.dead_frac), trailing_run(fs, cfg.dead_frac)
     k = max(zero, fmt)
     if k < cfg.no_signal_steps:
         return None
     name = score_name(history)
     if name == "train/success" and smoothed(series(history, name), cfg.smooth)[-1] >= cfg.solved:
         return None
-    since = history[-k].get("step", len(history) - k + 1) if k <= len(history) else 1
+    since = history[-k].get("step", len(history) - k + 1)  # k <= len(history): series skips, never adds
     span = f"in step {since}" if k == 1 else f"in each of the last {k} steps (since step {since})"
     if fmt >= zero:
-        share = min(series(history, "episode/format_error_ratio")[-k:])
+        share = min(fs[-k:])
         why = (f"at least {share:.0%} of the turns have not parsed {span}: the replies "
                "miss the answer format. Try rollout.think: false, rollout.answer_example, a larger "
                "rollout.max_tokens_per_turn, or another model")
     else:
-        share = min(series(history, "filter/zero_std_frac")[-k:])
+        share = min(zs[-k:])
         who = "every group got one reward for all its" if share >= 1 else \
             f"at least {share:.0%} of the groups got one reward for all their"
         why = (f"{span}, {who} rollouts (the limit: {cfg.dead_frac:.0%} "
