@@ -177,7 +177,7 @@ def _run(spec, plan, run_dir: Path, resume: bool) -> int:
     except RunFailed as exc:  # the launcher's code: the ranks printed why
         return exc.code
     except KeyboardInterrupt:
-        typer.echo("ragen: aborted (no checkpoint for the unfinished step).", err=True)
+        typer.echo(f"ragen: aborted; {_last_saved(run_dir)}", err=True)
         return 130
     except CheckpointError as exc:  # a checkpoint DeepSpeed or torch could not read
         typer.echo(f"ragen train: {exc}", err=True)
@@ -186,3 +186,13 @@ def _run(spec, plan, run_dir: Path, resume: bool) -> int:
         typer.echo(f"ragen train: {type(exc).__name__}: {exc}  (traceback in {run_dir}/events.jsonl)", err=True)
         return RUN_FAILED
     return 0
+
+
+def _last_saved(run_dir: Path) -> str:
+    """What an aborted run kept: its newest complete checkpoint (the unfinished step never has one)."""
+    from ragen_cli.train.checkpoint import latest_checkpoint
+
+    latest = latest_checkpoint(run_dir / "checkpoints")
+    if latest is None:
+        return "no checkpoint was saved."
+    return f"the newest checkpoint is {latest} (resume with: ragen train --resume {run_dir})."

@@ -116,20 +116,9 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
     """Run (or resume) the job described by `spec` and its compiled `plan` in `run_dir`.
     Returns a summary: last step, whether it stopped early, the last metrics."""
     run = setup(spec, plan, Path(run_dir), resume)
-    stop = {"requested": False}
-
-    def on_signal(signum, frame):
-        """Ctrl-C or SIGTERM (a scheduler, `kill`): finish the step, checkpoint, shut the rollout
-        engine down; a second signal aborts at once (still closing the engine: no orphaned
-        vLLM processes)."""
-        if stop["requested"]:
-            raise KeyboardInterrupt
-        stop["requested"] = True
-        what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        run.say(f"ragen: {what}: finishing this step, saving a checkpoint, then exiting (again to abort)")
-
+    stop = StopRequest(run.say)
     handled = (signal.SIGINT, signal.SIGTERM)
-    previous = {sig: signal.signal(sig, on_signal) for sig in handled} if run.rank == 0 and _main_thread() else {}
+    previous = {sig: signal.signal(sig, stop) for sig in handled} if run.rank == 0 and _main_thread() else {}
     summary = {"step": run.state.step, "stopped": False, "metrics": {}}
     try:
         if run.state.step == 0 and should_validate(spec, 0):
@@ -150,14 +139,15 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                     run.say(empty)
                 # after a rollback the weights are the checkpoint's: nothing new to save
                 rolled_back = decision.action == "intervene" and apply_decision(run, decision)
-                ending = decision.action == "stop" or stop["requested"] or bool(empty)
+                ending = decision.action == "stop" or stop.requested or bool(empty)
                 if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or ending):
                     run.save_checkpoint()
                 if ending:
                     summary["stopped"] = True
                     break
-        run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop["requested"],
+        run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop.requested,
                   rank_checksums=stages.rank_checksums(run))
+        stop.ended = True
     except (EnvFailure, ParityError) as exc:
         # an outside env or a user's function failed, or the rollout engine does not serve the
         # trainer's weights: the trainer's own state is sound, so keep what is trained, then stop
@@ -171,10 +161,33 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
         _record_error(run, exc)
         raise
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        teardown(run)
+        try:
+            teardown(run)  # a signal meanwhile: StopRequest's answer (after `end`: shutdown goes on)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return summary
+
+
+class StopRequest:
+    """The signal handler of a run (rank 0): Ctrl-C or SIGTERM (a scheduler, `kill`) asks it to
+    finish the step, checkpoint and shut the rollout engine down; a second signal aborts at once
+    (KeyboardInterrupt; the engine is still closed: no orphaned vLLM processes). Once the run has
+    ended (`ended`, set after its `end` event) nothing is left to abort but that shutdown, which
+    goes on."""
+
+    def __init__(self, say):
+        self.say, self.requested, self.ended = say, False, False
+
+    def __call__(self, signum, frame=None) -> None:
+        what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        if self.ended:
+            self.say(f"ragen: {what}: the run has ended; closing the rollout engine")
+        elif self.requested:
+            raise KeyboardInterrupt
+        else:
+            self.requested = True
+            self.say(f"ragen: {what}: finishing this step, saving a checkpoint, then exiting (again to abort)")
 
 
 def _record_error(run: Run, exc: BaseException, **data) -> None:
