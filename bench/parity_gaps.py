@@ -39,18 +39,23 @@ def cpu_bf16_flags() -> list[str]:
     return sorted(set(CPU_BF16_FLAGS) & cpu_flags())
 
 
-def probe_sets(engine, tok, rows: int, tokens: int):
+def probe_sets(engine, tok, rows: int, tokens: int, window: int):
     """Disjoint probes, each a list of (ids, sampled-token mask on the shifted grid) rows holding
-    at least `tokens` sampled tokens, from `rows` bandit trajectories."""
+    at least `tokens` sampled tokens, from `rows` bandit trajectories, each cut to its last
+    `window` tokens as the run's probe cuts them (`rollout.parity_window`; 0: whole rows)."""
     from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.spec.models import EnvRef, RolloutSpec
+    from ragen_cli.train.stages import _window_start
 
     rollout = RolloutSpec(temperature=1.0, max_turns=1, max_tokens_per_turn=32, think=False)
     trajs = run_rollouts(engine, tok, EnvRef(name="bandit"), list(range(rows)), 1, rollout, 2048, 0)
     probes, current, count = [], [], 0
     for t in trajs:
-        on = [bool(m) for m in t.loss_mask[1:]]
-        current.append((t.input_ids, on))
+        start = _window_start(len(t.input_ids), window)
+        on = [bool(m) for m in t.loss_mask[start + 1:]]
+        if not any(on):
+            continue
+        current.append((t.input_ids[start:], on))
         count += sum(on)
         if count >= tokens:
             probes.append(current)
@@ -74,7 +79,8 @@ def half_state(new: dict, old: dict) -> dict:
     return {k: (new[k] if (layer(k) is not None and layer(k) % 2 == 0) else old[k]) for k in new}
 
 
-def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[float], seed: int) -> list[dict]:
+def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[float], seed: int,
+            window: int = 0) -> list[dict]:
     import torch
     from peft import LoraConfig, get_peft_model
 
@@ -94,7 +100,7 @@ def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[f
     try:
         old_state = {k: v.clone() for k, v in merged_state_dict(model).items()}
         engine.sync(old_state)  # the same weights on both sides (B = 0: the base)
-        probes = probe_sets(engine, tok, rows, tokens)
+        probes = probe_sets(engine, tok, rows, tokens, window)
         for u in updates:
             t0 = time.perf_counter()
             with torch.no_grad():
@@ -121,7 +127,7 @@ def measure(model_dir: Path, dtype: str, rows: int, tokens: int, updates: list[f
             def med(xs):
                 return round(statistics.median(xs), 5)
 
-            row = {"precision": dtype, "model": model_dir.name, "update_std": u, "probes": len(probes),
+            row = {"precision": dtype, "model": model_dir.name, "update_std": u, "window": window, "probes": len(probes),
                    "tokens_per_probe": med([c.tokens for c in judged["fresh"]]), "cpu_bf16_flags": cpu_bf16_flags(),
                    "noise": med([c.noise for c in judged["fresh"]]), "moved": med([c.moved for c in judged["fresh"]]),
                    "decidable": sum(c.decidable for c in judged["fresh"])}
@@ -147,13 +153,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=48, help="bandit trajectories to cut into probes")
     ap.add_argument("--tokens", type=int, default=64, help="sampled tokens per probe (rollout.parity_tokens)")
     ap.add_argument("--updates", default="0,0.0005,0.002,0.01,0.03", help="std of the adapter's B after each 'update'")
+    from ragen_cli.spec.models import RolloutSpec
+
+    ap.add_argument("--window", type=int, default=RolloutSpec().parity_window,
+                    help="tokens of each row the probe scores, its last ones (rollout.parity_window; 0: whole rows)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     from ragen_cli.models.builtin import resolve_model
 
     for dtype in args.precisions.split(","):
         model_dir = Path(args.model) if Path(args.model).is_dir() else resolve_model(args.model, dtype)
-        measure(model_dir, dtype, args.rows, args.tokens, [float(u) for u in args.updates.split(",")], args.seed)
+        measure(model_dir, dtype, args.rows, args.tokens, [float(u) for u in args.updates.split(",")], args.seed,
+                args.window)
     return 0
 
 

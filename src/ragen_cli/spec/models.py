@@ -153,8 +153,15 @@ class RolloutSpec(Section):
         "the new ones, once the update moved the probe's log-probs far enough above that noise to tell.",
     )
     parity_tokens: int = Field(
-        64, ge=1, description="Sampled tokens the parity probe compares (whole trajectories from the start of the "
-        "batch until at least this many): enough for its rms gaps to be stable (rollout/parity.py).",
+        64, ge=1, description="Sampled tokens the parity probe compares (trajectories from the start of the "
+        "batch, each cut to its parity_window, until at least this many): enough for its rms gaps to be stable "
+        "(rollout/parity.py).",
+    )
+    parity_window: int = Field(
+        16, ge=0, description="Tokens of each probe trajectory that trainer and engine score: its last "
+        "parity_window, the sampled tokens among them compared (0: the whole trajectory). Both sides score the "
+        "same cut sequence, so the check is unchanged; the engine scores every position it is given "
+        "(prompt_logprobs), and a bandit trajectory's ~330-token prompt made the probe half of a step.",
     )
     prompt_allowance: int = Field(
         512, ge=0, description="Tokens reserved for the first prompt and all env observations when checking that "

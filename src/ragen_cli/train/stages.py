@@ -158,47 +158,79 @@ def engine_wake(run) -> None:
         run.backend.wake_up()
 
 
-def probe_rows(mask: torch.Tensor, min_tokens: int) -> list[int]:
-    """The parity probe's rows: whole rows from the start of the batch until they hold at least
-    `min_tokens` sampled tokens (`rollout.parity_tokens`), or every row with any."""
+def probe_rows(batch: Batch, min_tokens: int, window: int = 0) -> list[int]:
+    """The parity probe's rows: from the start of the batch until their probe windows
+    (`probe_windows`) hold at least `min_tokens` sampled tokens (`rollout.parity_tokens`), or
+    every row with any."""
     rows, total = [], 0
-    for r, count in enumerate(mask.sum(-1).tolist()):
+    lengths = batch.attention_mask.sum(-1).tolist()
+    for r, n in enumerate(lengths):
+        count = int(batch.mask[r, _window_start(int(n), window): int(n) - 1].sum().item())
         if count > 0:
             rows.append(r)
-            total += int(count)
+            total += count
         if total >= min_tokens:
             break
     return rows
 
 
+def _window_start(n: int, window: int) -> int:
+    """First token of the probe window of a row of `n` tokens: its last `window` (0: all)."""
+    return max(0, n - window) if window > 0 else 0
+
+
+def probe_windows(batch: Batch, rows: list[int], window: int) -> Batch:
+    """The probe's sequences: of each row in `rows`, its last `window` tokens (0: the whole row),
+    with the row's sampled tokens in them as the tokens to compare (`rollout.parity_window`). The
+    probe asks whether both sides compute the same function, which any input shows; a window
+    spares the engine the row's long prompt, whose every position `prompt_logprobs` scores."""
+    sub = batch.rows(rows)
+    if window <= 0:
+        return sub
+    lengths = [int(n) for n in sub.attention_mask.sum(-1).tolist()]
+    starts = [_window_start(n, window) for n in lengths]
+    W = max(n - s for n, s in zip(lengths, starts))
+    ids = torch.zeros(len(rows), W, dtype=sub.input_ids.dtype)
+    attn = torch.zeros(len(rows), W, dtype=sub.attention_mask.dtype)
+    mask = torch.zeros(len(rows), W - 1, dtype=sub.mask.dtype)
+    logp = torch.zeros(len(rows), W - 1, dtype=sub.sample_logp.dtype)
+    for i, (n, s) in enumerate(zip(lengths, starts)):
+        ids[i, : n - s], attn[i, : n - s] = sub.input_ids[i, s:n], 1
+        mask[i, : n - s - 1], logp[i, : n - s - 1] = sub.mask[i, s : n - 1], sub.sample_logp[i, s : n - 1]
+    # one group: the windows run as one forward (they share no prompt; per-group parts would be
+    # one forward call per row)
+    return Batch(ids, attn, mask, logp, [[] for _ in rows], [[] for _ in rows], [0] * len(rows))
+
+
 @dataclass(frozen=True)
 class ParityBaseline:
-    """The probe before the update: its rows, and trainer and engine log-probs of their sampled
-    tokens while both hold the same weights."""
+    """The probe before the update: its sequences, and trainer and engine log-probs of their
+    sampled tokens while both hold the same weights."""
 
-    rows: list[int]
+    probe: Batch
     trainer: list[float]
     engine: list[float]
 
 
-def probe_logprobs(run, batch: Batch, rows: list[int]) -> tuple[list[float], list[float]]:
-    """(trainer, engine) log-probs of the sampled tokens of `rows`, in row order."""
-    sub = batch.rows(rows)
-    trainer = score(run.engines.actor, sub, run.spec.train.micro_batch, share_prefix=run.spec.train.share_prefix)
+def probe_logprobs(run, probe: Batch) -> tuple[list[float], list[float]]:
+    """(trainer, engine) log-probs of the sampled tokens of the probe's sequences, in row order."""
+    trainer = score(run.engines.actor, probe, run.spec.train.micro_batch, share_prefix=run.spec.train.share_prefix)
     t_out: list[float] = []
     e_out: list[float] = []
-    for i in range(len(rows)):
-        n = int(sub.attention_mask[i].sum().item())
-        on = sub.mask[i, : n - 1].bool()
+    for i in range(len(probe)):
+        n = int(probe.attention_mask[i].sum().item())
+        on = probe.mask[i, : n - 1].bool()
         t_out += trainer[i, : n - 1][on].tolist()
-        e_out += torch.tensor(run.backend.score(sub.input_ids[i, :n].tolist()))[on].tolist()
+        e_out += torch.tensor(run.backend.score(probe.input_ids[i, :n].tolist()))[on].tolist()
     return t_out, e_out
 
 
 def parity_baseline(run, batch: Batch) -> ParityBaseline:
-    """Before the update: both sides on the probe rows with the same weights (rollout/parity.py)."""
-    rows = probe_rows(batch.mask, run.spec.rollout.parity_tokens)
-    return ParityBaseline(rows, *probe_logprobs(run, batch, rows))
+    """Before the update: both sides on the probe's sequences with the same weights
+    (rollout/parity.py)."""
+    r = run.spec.rollout
+    probe = probe_windows(batch, probe_rows(batch, r.parity_tokens, r.parity_window), r.parity_window)
+    return ParityBaseline(probe, *probe_logprobs(run, probe))
 
 
 def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
@@ -207,7 +239,7 @@ def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
     from ragen_cli.rollout.parity import check_sync, judge_sync
 
     r = run.spec.rollout
-    trainer_new, engine_after = probe_logprobs(run, batch, base.rows)
+    trainer_new, engine_after = probe_logprobs(run, base.probe)
     check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
                        r.parity_noise_factor)
     return check_sync(check, r.parity_threshold, r.parity_noise_factor).metrics()
