@@ -300,3 +300,26 @@ def test_a_lost_rise_is_not_progress():
                                            "actor/entropy": lambda t: 1.0 if t < 4 else 0.1,
                                            "diversity/distinct_2": lambda t: 0.6 if t < 4 else 0.06})[:6]
     assert assess(kept, cfg).level == "healthy"
+
+
+def _grad_history(grads, spreads):
+    return [{"step": t, "actor/grad_norm": g, **({} if s is None else {"filter/in_group_std_after": s})}
+            for t, (g, s) in enumerate(zip(grads, spreads), start=1)]
+
+
+def test_a_grad_spike_that_the_reward_spread_explains_is_learning():
+    from ragen_cli.monitor.health import grad_spike
+
+    # grad 0.1 x5 then 0.45 (4.5x the median, MAD 0: z inf); the trained groups' reward std
+    # 0.1 x5 then 0.33: grad / std 1.0 x5 then 1.36, under grad_ratio_min 3 x its median 1.0
+    assert grad_spike(_grad_history([0.1] * 5 + [0.45], [0.1] * 5 + [0.33]), CFG) is None
+    # the same spike while the spread falls to 0.05: grad / std 9.0 = 9x its median, a spike
+    falling = grad_spike(_grad_history([0.1] * 5 + [0.45], [0.1] * 5 + [0.05]), CFG)
+    assert falling is not None and falling.signal == "grad_norm"
+    assert falling.message == ("grad norm 0.45 is inf robust deviations above its median 0.1 (limit 5), "
+                               "inf per unit of the trained groups' reward std")
+    # a run that does not record the spread: the grad norm alone, as before
+    alone = grad_spike(_grad_history([0.1] * 5 + [0.45], [None] * 6), CFG)
+    assert alone is not None and alone.message.endswith("(limit 5)")
+    # no spike in the grad norm: nothing, whatever the spread does
+    assert grad_spike(_grad_history([0.1] * 6, [0.1] * 5 + [0.01]), CFG) is None

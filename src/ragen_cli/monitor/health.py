@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from itertools import islice
 from statistics import median
 from typing import TYPE_CHECKING, Callable, Literal
 
@@ -170,17 +171,46 @@ def template(history: list[dict], cfg: "HealthSpec") -> Reason | None:
                   f"replies carry {s[-1]:.0%} of the state's information, down from {peak:.0%} (limit {cfg.mi_warn:.0%} of the peak)")
 
 
-def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Actor grad norm far above its recent median (robust z-score and a minimum ratio)."""
-    xs = series(history, "actor/grad_norm", cfg.window + 1)
+SPREAD = "filter/in_group_std_after"  # the reward spread of the groups the update trained on
+
+
+def _spike(xs: list[float], cfg: "HealthSpec") -> tuple[float, float] | None:
+    """(z, median) when the last of `xs` is a spike: `grad_z_warn` robust deviations above the
+    median of the `window` before it and at least `grad_ratio_min` times that median."""
     zm = robust_z(xs, cfg.window)
+    if zm is None or zm[0] < cfg.grad_z_warn or xs[-1] < cfg.grad_ratio_min * zm[1]:
+        return None
+    return zm
+
+
+def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """Actor grad norm far above its recent median (robust z-score and a minimum ratio), and
+    still so per unit of the trained groups' reward spread (`SPREAD`) where the run records it.
+
+    Where advantages are in reward units (GRPO without the std division, as specs/bandit.yaml;
+    GAE on a critic), the gradient grows with the reward spread it learns from: a policy that
+    starts to learn gets more spread and a larger gradient (a fresh `make train` run: grad norm
+    0.12 -> 0.46 as the kept group's reward std went 0.09 -> 0.33, grad / std 0.9-1.5 throughout).
+    That is the learning signal, not the Echo Trap's spike, which comes with the spread falling
+    (RAGEN Sec. 4.1). So a spike counts only when grad / spread spikes too; with the std division
+    (GRPO's default) grad / spread spikes whenever the grad does or the spread falls."""
+    steps = list(islice((r for r in reversed(history) if _finite(r.get("actor/grad_norm"))), cfg.window + 1))[::-1]
+    grads = [float(r["actor/grad_norm"]) for r in steps]
+    zm = _spike(grads, cfg)
     if zm is None:
         return None
     z, med = zm
-    if z < cfg.grad_z_warn or xs[-1] < cfg.grad_ratio_min * med:
-        return None
-    msg = f"grad norm {xs[-1]:.3g} is {z:.1f} robust deviations above its median {med:.3g} (limit {cfg.grad_z_warn:g})"
+    msg = f"grad norm {grads[-1]:.3g} is {z:.1f} robust deviations above its median {med:.3g} (limit {cfg.grad_z_warn:g})"
+    if all(_finite(r.get(SPREAD)) and r[SPREAD] > 0 for r in steps):
+        per = _spike([g / float(r[SPREAD]) for g, r in zip(grads, steps)], cfg)
+        if per is None:
+            return None  # the reward spread grew with it: learning
+        msg += f", {per[0]:.1f} per unit of the trained groups' reward std"
     return Reason("grad_norm", z, cfg.grad_z_warn, msg)
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
