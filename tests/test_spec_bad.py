@@ -75,6 +75,7 @@ CASES = [
     ("above-max", spec_with(algorithm="filter: {keep_ratio: 1.5}\n"), [], "17", "algorithm.filter.keep_ratio", "must be at most 1.0, got 1.5"),
     ("below-min-parity-tokens", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  parity_tokens: 0\n"), [], "12", "rollout.parity_tokens", "must be at least 1, got 0"),
     ("wrong-type-parity-tokens", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  parity_tokens: many\n"), [], "12", "rollout.parity_tokens", "expected a whole number, got 'many'"),
+    ("cross-parity-window-one", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  parity_window: 1\n"), [], "12", "rollout.parity_window", "predicts no token to compare"),
     ("not-greater", BASE.replace("  max_turns: 1\n", "  max_turns: 1\n  top_p: 0\n"), [], "12", "rollout.top_p", "must be greater than 0.0"),
     ("bad-name-pattern", BASE.replace("name: t\n", "name: my run\n"), [], "1", "name", "must start with a letter or digit"),
     ("cross-kept-below-micro", BASE.replace("micro_batch: 4", "micro_batch: 32"), ["algorithm.mini_batches=1"], "15", "train.micro_batch", "fewer than one micro batch"),

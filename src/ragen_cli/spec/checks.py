@@ -67,6 +67,14 @@ def check_context(spec: RunSpec) -> Found:
     )]
 
 
+def check_parity(spec: RunSpec) -> Found:
+    """A probe window holds at least one predicted token: 0 (whole rows) or 2 and more."""
+    if spec.rollout.parity_window == 1:
+        return [("rollout.parity_window", "a 1-token window predicts no token to compare; use 0 (whole "
+                 "trajectories) or at least 2")]
+    return []
+
+
 def check_answer_example(spec: RunSpec) -> Found:
     """A fading example needs an example to fade."""
     r = spec.rollout
@@ -221,6 +229,7 @@ RULES = (
     "max_turns x max_tokens_per_turn + prompt_allowance fits model.max_context; with rollout.update_context "
     "window, min(max_turns, context_window) turns instead, and context_window must be set. These batch rules count "
     "trajectories; with update_context window the update trains per-turn rows, padded to a multiple of the world size.",
+    "rollout.parity_window is 0 (whole trajectories) or at least 2.",
     "bi_level_gae needs turn_rewards: true and adv_estimator: gae; turn_rewards works with gae and grpo, not reinforce.",
     "offload: cpu needs zero_stage 1 or 2 and a CUDA device; fp16 does not train on device: cpu. "
     "zero_stage 3 is refused (partitioned parameters are not gathered for the weight sync, LoRA merge, "
@@ -233,7 +242,7 @@ RULES = (
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
 
-CHECKS = (check_sizes, check_context, check_answer_example, check_algorithm, check_filter, check_deepspeed, check_loggers, check_refs)
+CHECKS = (check_sizes, check_context, check_parity, check_answer_example, check_algorithm, check_filter, check_deepspeed, check_loggers, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:
