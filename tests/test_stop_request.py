@@ -1,6 +1,7 @@
 """The run's answer to Ctrl-C / SIGTERM (`train.loop.StopRequest`): the first asks to finish the
-step, the second aborts, and once the run has ended nothing aborts its shutdown (a second Ctrl-C
-that landed after `end` used to make the CLI print "aborted" for a run that had saved its step).
+step, the second aborts; once the loop is over, one lets the engine's shutdown go on and another
+aborts it (a second Ctrl-C that landed after `end` used to make the CLI print "aborted" for a run
+that had saved its step).
 The real signals in a real run: tests/test_train_signals.py, tests/test_train_default_path.py."""
 
 from __future__ import annotations
@@ -28,15 +29,17 @@ def test_sigterm_is_named():
 
 
 @pytest.mark.parametrize("asked_before", [False, True])
-def test_after_the_end_event_a_signal_lets_the_shutdown_finish(asked_before):
+def test_once_the_loop_is_over_a_signal_lets_the_shutdown_finish_and_another_aborts_it(asked_before):
     said = []
     stop = StopRequest(said.append)
     if asked_before:
         stop(signal.SIGINT)
-    stop.ended = True
-    stop(signal.SIGINT)  # no KeyboardInterrupt
-    assert said[-1] == "ragen: Ctrl-C: the run has ended; closing the rollout engine"
+    stop.closing = True  # the loop ended (or failed): teardown
+    stop(signal.SIGINT)  # no KeyboardInterrupt: the engine's shutdown goes on
+    assert said[-1] == "ragen: Ctrl-C: the run is over; closing the rollout engine (again to abort)"
     assert stop.requested is asked_before
+    with pytest.raises(KeyboardInterrupt):
+        stop(signal.SIGINT)
 
 
 def test_an_aborted_run_names_what_it_kept(tmp_path):

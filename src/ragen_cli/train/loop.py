@@ -147,7 +147,6 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop.requested,
                   rank_checksums=stages.rank_checksums(run))
-        stop.ended = True
     except (EnvFailure, ParityError) as exc:
         # an outside env or a user's function failed, or the rollout engine does not serve the
         # trainer's weights: the trainer's own state is sound, so keep what is trained, then stop
@@ -161,8 +160,9 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
         _record_error(run, exc)
         raise
     finally:
+        stop.closing = True  # a signal from here on: the shutdown goes on (StopRequest)
         try:
-            teardown(run)  # a signal meanwhile: StopRequest's answer (after `end`: shutdown goes on)
+            teardown(run)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -172,18 +172,19 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
 class StopRequest:
     """The signal handler of a run (rank 0): Ctrl-C or SIGTERM (a scheduler, `kill`) asks it to
     finish the step, checkpoint and shut the rollout engine down; a second signal aborts at once
-    (KeyboardInterrupt; the engine is still closed: no orphaned vLLM processes). Once the run has
-    ended (`ended`, set after its `end` event) nothing is left to abort but that shutdown, which
-    goes on."""
+    (KeyboardInterrupt; the engine is still closed: no orphaned vLLM processes). Once the loop
+    is over (`closing`: ended, stopped or failed) only that shutdown is left: a signal then says
+    so and the shutdown goes on; another one aborts it (the reaper ends the engine)."""
 
     def __init__(self, say):
-        self.say, self.requested, self.ended = say, False, False
+        self.say, self.requested, self.closing, self.close_asked = say, False, False, False
 
     def __call__(self, signum, frame=None) -> None:
         what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        if self.ended:
-            self.say(f"ragen: {what}: the run has ended; closing the rollout engine")
-        elif self.requested:
+        if self.closing and not self.close_asked:
+            self.close_asked = True
+            self.say(f"ragen: {what}: the run is over; closing the rollout engine (again to abort)")
+        elif self.requested or self.closing:
             raise KeyboardInterrupt
         else:
             self.requested = True
