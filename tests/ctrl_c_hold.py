@@ -5,7 +5,7 @@
 with RAGEN_TEST_HOLD=PATH (and this directory on PYTHONPATH). While PATH exists, the next
 Bandit step waits (in Python, so signal handlers run within 50 ms) and touches PATH.held when it
 starts waiting: a test creates PATH, waits for PATH.held, and then knows the run is inside a
-step's rollout, however fast or slow this machine is. The env's rules are untouched."""
+step (its rollout or its validation), however fast or slow this machine is. The env's rules are untouched."""
 
 from __future__ import annotations
 
