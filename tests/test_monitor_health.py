@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from ragen_cli.monitor.health import (HealthTracker, Verdict, assess, assess_all, failure, progress, robust_z,
+from ragen_cli.monitor.tracker import HealthTracker
+from ragen_cli.monitor.health import (Verdict, assess, assess_all, failure, progress, robust_z,
                                       smoothed)
 from ragen_cli.spec.health_spec import HealthSpec
 

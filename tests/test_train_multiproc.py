@@ -94,7 +94,7 @@ def _decide_on_rank(rank: int, port: int, out) -> None:
 
     import torch.distributed as dist
 
-    from ragen_cli.monitor.health import HealthTracker
+    from ragen_cli.monitor.tracker import HealthTracker
     from ragen_cli.spec.health_spec import HealthSpec
     from ragen_cli.train.runtime import health_decision
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragen_cli.monitor.health import HealthTracker, assess
+from ragen_cli.monitor.health import assess
+from ragen_cli.monitor.tracker import HealthTracker
 from ragen_cli.monitor.intervene import Decision, InterventionState, decide
 from ragen_cli.monitor.rundir import RunDir
 from ragen_cli.train.sinks import open_sinks
