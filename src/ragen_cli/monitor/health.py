@@ -81,10 +81,15 @@ def series(history: list[dict], name: str, last: int | None = None) -> list[floa
         if last is not None and len(out) >= last:
             break
         v = rec.get(name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        if _finite(v):
             out.append(float(v))
     out.reverse()
     return out
+
+
+def _finite(v) -> bool:
+    """A metric value the rules read: a real number, not a bool, not NaN or infinite."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def smoothed(xs: list[float], k: int) -> list[float]:
@@ -207,10 +212,6 @@ def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
             return None  # the reward spread grew with it: learning
         msg += f", {per[0]:.1f} per unit of the trained groups' reward std"
     return Reason("grad_norm", z, cfg.grad_z_warn, msg)
-
-
-def _finite(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def identical_replies(history: list[dict], cfg: "HealthSpec") -> Reason | None:
