@@ -240,6 +240,20 @@ def test_no_gain_without_the_template_signal_is_only_a_warning():
     assert "collapse" not in lv and lv[12] == "warning" and set(lv[:12]) == {"healthy"}
 
 
+def test_no_gain_beside_identical_replies_is_a_collapse():
+    # The run above, but from step 11 nine replies in ten repeat another (identical share 0.05 ->
+    # 0.9): smoothed s11 = (.05 + .05 + .9)/3 = .33, s12 = (.05 + .9 + .9)/3 = .62 >= .5, so
+    # identical_replies from step 12, alone (entropy s12 = .53 > 50%): warning. At step 13 entropy
+    # joins it (s13 = .3): two narrowing signals beside no_gain, and identical replies are a
+    # state-blind signal like the template one: collapse.
+    hist = run(lambda t: 0.2, **{"actor/entropy": lambda t: 1.0 if t < 11 else 0.3,
+                                 "diversity/identical_share": lambda t: 0.05 if t < 11 else 0.9})
+    lv = levels(hist)
+    assert set(lv[:11]) == {"healthy"} and lv[11] == "warning" and lv[12] == "collapse"
+    assert [r.signal for r in assess(hist[:12], CFG).reasons] == ["identical_replies"]
+    assert [r.signal for r in assess(hist[:13], CFG).reasons] == ["no_gain", "entropy", "identical_replies"]
+
+
 def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
     # Flat success 0.05 (no progress, no failure). From step 11 entropy and distinct bigrams fall
     # by 12% of their start a step (x_t = start x (1 - 0.12 (t - 10))). Smoothed over 3 steps, both

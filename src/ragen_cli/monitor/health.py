@@ -18,8 +18,8 @@ of evidence:
 
 Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
 progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
-the template signal (a slow learner stalls for a long time too; a state-blind one that stalls
-has collapsed). A narrowing run that is progressing
+a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time too; a state-blind one
+that stalls has collapsed). A narrowing run that is progressing
 is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
 had no learning signal for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec`
 (spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
@@ -236,6 +236,11 @@ NARROWING: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
     "joint_narrowing": joint_narrowing,
 }
 SIGNALS = NARROWING  # the names a spec or the TUI may refer to
+# The signals that say the replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template
+# collapse), or half the replies repeat another reply word for word (RAGEN's Echo Trap: "repetitive
+# templates"). Beside either, a run that has gained nothing has collapsed; a slow learner may
+# narrow while it stalls, but with replies that still differ (docs/health.md).
+STATE_BLIND = ("template", "identical_replies")
 
 
 def score_name(history: list[dict]) -> str | None:
@@ -378,7 +383,7 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
         # that has since been lost (success_fell: at most fall_ratio of the gain kept), though its
         # high is still inside progress_window.
         return Verdict("healthy", [], step)
-    if failed is not None and failed.signal == "no_gain" and not any(r.signal == "template" for r in narrowing):
+    if failed is not None and failed.signal == "no_gain" and not any(r.signal in STATE_BLIND for r in narrowing):
         failed = None  # a slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
     if failed is not None and len(narrowing) >= cfg.collapse_votes:
         return Verdict("collapse", [failed, *narrowing], step)
