@@ -282,6 +282,20 @@ def test_sampling_margin_by_hand():
     assert sampling_margin(hist, "train/success", 0.1, HealthSpec(fall_z=0)) == 0.0
 
 
+def test_solved_within_sampling_noise():
+    # solved 1.0 (the +20% setting of bench/health_corpus.py), 128 episodes a step, smooth 3:
+    # n = 384. Success 0.99: margin 2 sqrt(.99 x .01 / 384) = .0102, and .99 >= 1 - .0102: solved,
+    # so entropy falling to 30% from step 11 (narrowing from 13) is convergence: healthy. Success
+    # 0.98: margin 2 sqrt(.98 x .02 / 384) = .0143, .98 < .9857: not solved, flat, so a warning.
+    cfg = HealthSpec(solved=1.0)
+    narrowing = {"actor/entropy": lambda t: 1.0 if t < 11 else 0.3, "train/episodes": lambda t: 128.0}
+    assert set(levels(run(lambda t: 0.99, **narrowing), cfg)) == {"healthy"}
+    lv = levels(run(lambda t: 0.98, **narrowing), cfg)
+    assert set(lv[:12]) == {"healthy"} and lv[12] == "warning" and "collapse" not in lv
+    # without the episode count the margin is 0: 0.99 < 1 is not solved
+    assert levels(run(lambda t: 0.99, **{"actor/entropy": narrowing["actor/entropy"]}), cfg)[12] == "warning"
+
+
 def test_a_gain_and_fall_within_sampling_noise_is_not_a_fall():
     # success 0.0625, 0.03125, 0.09375, 0.125, 0 (FrozenLake, 32 episodes a step), smooth 1:
     # gain 0.125 - 0.0625 = 0.0625 against 2 * sqrt(0.125 * 0.875 / 32) = 0.1169: within noise.

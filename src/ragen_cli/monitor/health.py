@@ -261,7 +261,7 @@ def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     name = score_name(history)
     if name is not None:
         xs = series(history, name)
-        if name == "train/success" and smoothed(xs, cfg.smooth)[-1] >= cfg.solved:
+        if solved(history, cfg):
             return Reason("solved", smoothed(xs, cfg.smooth)[-1], cfg.solved, "success is at the solved level")
         if _new_high(xs, cfg, cfg.progress_min, cfg.progress_window):
             return Reason("success_rising", xs[-1], cfg.progress_min,
@@ -282,6 +282,15 @@ def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSp
         return 0.0
     n = cfg.smooth * sum(episodes) / len(episodes)
     return cfg.fall_z * math.sqrt(max(level * (1 - level), 0.0) / n)
+
+
+def solved(history: list[dict], cfg: "HealthSpec") -> bool:
+    """The smoothed train/success is at `solved`, or below it by less than its sampling margin
+    (`fall_z` standard errors at its own level: 0.99 over 3 x 128 episodes is within 0.0102 of 1)."""
+    if score_name(history) != "train/success":
+        return False
+    s = smoothed(series(history, "train/success"), cfg.smooth)[-1]
+    return s >= cfg.solved - sampling_margin(history, "train/success", s, cfg)
 
 
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
@@ -333,7 +342,7 @@ def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     if k < cfg.no_signal_steps:
         return None
     name = score_name(history)
-    if name == "train/success" and smoothed(series(history, name), cfg.smooth)[-1] >= cfg.solved:
+    if solved(history, cfg):
         return None
     since = history[-k].get("step", len(history) - k + 1)  # k <= len(history): series skips, never adds
     span = f"in step {since}" if k == 1 else f"in each of the last {k} steps (since step {since})"
