@@ -12,6 +12,9 @@ folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_co
 
     .venv/bin/python bench/health_corpus.py --corpus bench/health_corpus_fresh collect RUN_DIR ...
 
+The replay (no command) takes several: `--corpus bench/health_corpus --corpus
+bench/health_corpus_fresh` judges the runs of both as one corpus.
+
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
 validation success of the training env (v_0 at step 0, best, final) and the first action of
 the trajectories saved each step:
@@ -211,7 +214,7 @@ def bound(labels: list[dict]) -> dict:
     on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
     onset counts as lead 0 (generous: a real detector would warn later or never)."""
     def read(lab: dict) -> dict[str, dict[int, float]]:
-        return with_history(by_step(_jsonl(CORPUS / "runs" / lab["run"] / "metrics.jsonl")))
+        return with_history(by_step(_jsonl(run_dir(lab) / "metrics.jsonl")))
 
     learners: dict[str, list] = {}
     for lab in labels:
@@ -257,6 +260,11 @@ def default_cadence() -> int:
     return CollapseSpec().every
 
 
+def run_dir(lab: dict) -> Path:
+    """Where a labelled run's copy lies: its own corpus folder (several `--corpus`), else CORPUS."""
+    return Path(lab.get("corpus", CORPUS)) / "runs" / lab["run"]
+
+
 def run_verdicts(labels: list[dict], cfg=None, collapse_every: int | None = None) -> list[dict]:
     """Each run's first warning and first collapse under `cfg` (default: the HealthSpec defaults),
     the collapse metrics thinned to `collapse_every` (default: a user's cadence; the corpus
@@ -267,7 +275,7 @@ def run_verdicts(labels: list[dict], cfg=None, collapse_every: int | None = None
     every = default_cadence() if collapse_every is None else collapse_every
     rows = []
     for lab in labels:
-        t = replay(CORPUS / "runs" / lab["run"], cfg or HealthSpec(), collapse_every=every)
+        t = replay(run_dir(lab), cfg or HealthSpec(), collapse_every=every)
         warn, coll = (v.step if v else None for v in (t.first_warning(), t.first_collapse()))
         rows.append({**lab, "first_warning": warn, "first_collapse": coll})
     return rows
@@ -377,11 +385,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound"])
     ap.add_argument("runs", nargs="*", type=Path)
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS,
-                    help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus")
+    ap.add_argument("--corpus", type=Path, action="append",
+                    help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
+                         "The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
+    corpora = args.corpus or [DEFAULT_CORPUS]
+    if len(corpora) > 1 and args.command != "evaluate":
+        ap.error(f"{args.command} works on one --corpus; the replay (no command) takes several")
     global CORPUS
-    CORPUS = args.corpus
+    CORPUS = corpora[0]
     if args.command == "collect":
         collect(args.runs)
         return 0
@@ -397,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         sweep(json.loads((CORPUS / "labels.json").read_text()))
         return 0
-    labels = json.loads((CORPUS / "labels.json").read_text())
+    labels = [{**lab, "corpus": str(c)} for c in corpora for lab in json.loads((c / "labels.json").read_text())]
     rows, summary = evaluate(labels)
     shaky = robust(labels)
     held = loro(labels)
@@ -422,10 +434,10 @@ def main(argv: list[str] | None = None) -> int:
             (h["label"] == "collapse" and h["first_collapse"] is None)
         if wrong:
             print(f"  {h['run']} ({h['label']}): warned {h['first_warning']}, collapse {h['first_collapse']} with {h['setting']}")
-    print(f"{'run':28s} {'label':9s} {'v0':>5s} {'best':>5s} {'final':>5s} {'onset':>5s} {'warn':>5s} {'coll':>5s} {'lead':>5s}")
+    print(f"{'run':34s} {'label':9s} {'v0':>5s} {'best':>5s} {'final':>5s} {'onset':>5s} {'warn':>5s} {'coll':>5s} {'lead':>5s}")
     for r in rows:
         cells = [r["onset"], r["first_warning"], r["first_collapse"], r["lead"]]
-        print(f"{r['run']:28s} {r['label']:9s} {r['v0']:5.2f} {r['best']:5.2f} {r['final']:5.2f} "
+        print(f"{r['run']:34s} {r['label']:9s} {r['v0']:5.2f} {r['best']:5.2f} {r['final']:5.2f} "
               + " ".join(f"{'-' if c is None else c:>5}" for c in cells))
     print(json.dumps(summary))
     return 0

@@ -32,6 +32,18 @@ def test_detector_on_the_corpus():
     assert all(r["first_warning"] is None for r in rows if r["label"] == "learns")
 
 
+def test_fresh_corpus_labels_and_a_replay_of_both_corpora_as_one():
+    hc = _bench()
+    fresh = BENCH.parent / "health_corpus_fresh"
+    committed = json.loads((fresh / "labels.json").read_text())
+    assert [hc.label(fresh / "runs" / lab["run"]) for lab in committed] == committed
+    both = [{**lab, "corpus": str(c)} for c in (hc.CORPUS, fresh) for lab in json.loads((c / "labels.json").read_text())]
+    rows, summary = hc.evaluate(both)
+    assert [r["run"] for r in rows] == [lab["run"] for lab in both]  # each read from its own folder
+    assert summary["learning_runs"] == sum(lab["label"] == "learns" for lab in both)
+    assert summary["collapse_runs"] == sum(lab["label"] == "collapse" for lab in both)
+
+
 def test_settled_from():
     hc = _bench()
     acts = [{"step": 1, "actions": ["a", "b"] * 4}, {"step": 2, "actions": ["a"] * 7 + ["b"]},
