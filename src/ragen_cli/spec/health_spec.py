@@ -36,14 +36,16 @@ class HealthSpec(BaseModel):
     mi_min_peak: float = Field(0.05, ge=0.0, le=1.0, description="The template signal needs a recent I(X;Z)/H(X) peak of at least this (below it the replies never depended on the state).")
     grad_z_warn: float = Field(5.0, gt=0.0, description="Narrowing: actor grad norm this many robust deviations (1.4826 x MAD) above the recent median.")
     grad_ratio_min: float = Field(3.0, ge=1.0, description="A grad-norm spike must also be at least this multiple of the recent median.")
-    solved: float = Field(0.9, gt=0.0, le=1.0, description="Progress: smoothed train/success at or above this is solved (narrowing is then convergence).")
+    solved: float = Field(0.9, gt=0.0, le=1.0, description="Progress: smoothed train/success at or above this, or below it by less than "
+                          "fall_z standard errors (train/episodes per step), is solved (narrowing is then convergence).")
     progress_min: float = Field(0.02, ge=0.0, description="Progress: the smoothed success (or task reward) must beat every earlier value by more than this to count as a new high.")
     progress_window: int = Field(5, ge=1, description="Progress: a new high of success or of I(X;Z)/H(X) within this many steps.")
     mi_progress_min: float = Field(0.1, ge=0.0, description="Progress: margin for a new high of I(X;Z)/H(X) (the policy learning to read the state); above the step-to-step noise of the estimate (docs/health.md).")
     fall_ratio: float = Field(0.5, ge=0.0, lt=1.0, description="Failure: smoothed success has kept at most this fraction of its gain over the start.")
     fall_z: float = Field(2.0, ge=0.0, description="Failure: success_fell needs a gain, and a fall from its peak, of at least this many "
                           "standard errors of the smoothed success at the peak (binomial, over the `smooth` steps' "
-                          "train/episodes): a gain or fall within sampling noise is neither; 0 turns the guard off.")
+                          "train/episodes): a gain or fall within sampling noise is neither; the same margin lets a success just "
+                          "under `solved` count as solved; 0 turns the guard off.")
     dead_frac: float = Field(0.95, gt=0.0, le=1.0, description="Failure / no signal: at least this share of groups with zero reward std (or of turns with format errors) for `smooth` steps.")
     stall_steps: int = Field(10, ge=1, description="Unused since 2026-11-26 (the stall rule counted elapsed steps; `no_gain` replaced it); accepted so that earlier run directories load.")
     no_signal_steps: int = Field(3, ge=0, description="Say 'no signal' when this many steps in a row had no learning signal (at least dead_frac of the groups with one reward for all their rollouts, or of the turns unparsed), unless the run is solved; 0 turns it off.")
