@@ -6,6 +6,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
     .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
+    .venv/bin/python bench/health_corpus.py table                # the runs as a Markdown table (docs/health.md)
 
 Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
 folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
@@ -381,9 +382,30 @@ def loro(labels: list[dict]) -> list[dict]:
     return out
 
 
+def table(labels: list[dict]) -> None:
+    """One Markdown row per run: label (its rule), validation v_0 / best / final, onset, first
+    warning and first collapse (step, with the signals then) and lead, the detector at its defaults
+    and a user's cadence."""
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    def at(v) -> str:
+        return "-" if v is None else f"{v.step} ({', '.join(r.signal for r in v.reasons)})"
+
+    print("| run | label | v_0 / best / final | onset | first warning | first collapse | lead |")
+    print("|---|---|---|---|---|---|---|")
+    for lab in labels:
+        t = replay(run_dir(lab), HealthSpec(), collapse_every=default_cadence())
+        warn, coll = t.first_warning(), t.first_collapse()
+        lead = lab["onset"] - warn.step if lab["onset"] is not None and warn is not None else None
+        kind = f" ({lab['why'].split(':')[0]})" if lab["label"] == "collapse" else ""
+        print(f"| {lab['run']} | {lab['label']}{kind} | {lab['v0']:.2f} / {lab['best']:.2f} / {lab['final']:.2f} | "
+              f"{'-' if lab['onset'] is None else lab['onset']} | {at(warn)} | {at(coll)} | {'-' if lead is None else lead} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound"])
+    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound", "table"])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--corpus", type=Path, action="append",
                     help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
@@ -405,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "bound":
         bound(json.loads((CORPUS / "labels.json").read_text()))
+        return 0
+    if args.command == "table":
+        table(json.loads((CORPUS / "labels.json").read_text()))
         return 0
     if args.command == "sweep":
         sweep(json.loads((CORPUS / "labels.json").read_text()))

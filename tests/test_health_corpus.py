@@ -44,6 +44,16 @@ def test_fresh_corpus_labels_and_a_replay_of_both_corpora_as_one():
     assert summary["collapse_runs"] == sum(lab["label"] == "collapse" for lab in both)
 
 
+def test_table_has_a_row_per_run_with_its_label(capsys):
+    hc = _bench()
+    fresh = BENCH.parent / "health_corpus_fresh"
+    assert hc.main(["--corpus", str(fresh), "table"]) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    labels = json.loads((fresh / "labels.json").read_text())
+    assert [r.split(" | ")[0] for r in rows] == [f"| {lab['run']}" for lab in labels]
+    assert [r.split(" | ")[1].split(" ")[0] for r in rows] == [lab["label"] for lab in labels]
+
+
 def test_settled_from():
     hc = _bench()
     acts = [{"step": 1, "actions": ["a", "b"] * 4}, {"step": 2, "actions": ["a"] * 7 + ["b"]},
