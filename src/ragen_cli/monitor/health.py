@@ -19,8 +19,7 @@ of evidence:
 Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
 progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
 a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time too; a state-blind one
-that stalls has collapsed). A narrowing run that is progressing
-is healthy: that is convergence, not collapse. `no_signal` speaks separately of a run that has
+that stalls has collapsed). A narrowing run that is progressing is healthy: convergence. `no_signal` speaks separately of a run that has
 had no learning signal for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec`
 (spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
 
@@ -236,10 +235,8 @@ NARROWING: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
     "joint_narrowing": joint_narrowing,
 }
 SIGNALS = NARROWING  # the names a spec or the TUI may refer to
-# The signals that say the replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template
-# collapse), or half the replies repeat another reply word for word (RAGEN's Echo Trap: "repetitive
-# templates"). Beside either, a run that has gained nothing has collapsed; a slow learner may
-# narrow while it stalls, but with replies that still differ (docs/health.md).
+# Replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template collapse), or half repeat
+# another word for word (RAGEN's "repetitive templates"); a slow learner's replies still differ.
 STATE_BLIND = ("template", "identical_replies")
 
 
@@ -341,7 +338,6 @@ def no_signal(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     k = max(zero, fmt)
     if k < cfg.no_signal_steps:
         return None
-    name = score_name(history)
     if solved(history, cfg):
         return None
     since = history[-k].get("step", len(history) - k + 1)  # k <= len(history): series skips, never adds
