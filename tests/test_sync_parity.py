@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ragen_cli.rollout.parity import STALE_Z, ParityError, check_sync, judge_sync, rms
+from ragen_cli.rollout.parity import FP32_RESOLUTION, STALE_Z, ParityError, check_sync, judge_sync, rms
 
 
 def test_rms():
@@ -145,3 +145,22 @@ def test_the_bf16_merge_rounding_seen_in_a_healthy_run_passes():
     noise, big = 0.06627, -2.0 - 0.27
     c = judge_sync([-2.0] * k, [-2.0 + noise] * k, [big] * k, [big + 0.63 * (-2.0 - big)] * k, 0.05, 3.0)
     assert c.decidable and c.verdict == "lagging"
+
+
+def test_an_fp32_update_below_its_resolution_is_not_decided():
+    """A healthy fp32 sync of a real run (SmolLM2, merged LoRA, Bandit at lr 2e-3, success 1.0),
+    stopped at step 17 before the floor: noise 4.215e-08, moved 6.743e-07, gap 3.817e-07, old
+    2.98e-07 over 64 tokens. Without the floor unit = max(2 x 4.215e-08, 4 x 4.215e-08 / 8) =
+    8.43e-08, moved = 8.0 x unit and lag 0.56 > 1/2: "lagging". With unit >= 1e-6 an update must
+    move the log-probs by 2e-6 to be decided: this one is not, and the sync passes; the same lag
+    after an fp32 update of 1e-4 is still stopped."""
+    k, noise, moved = 64, 4.215e-08, 6.743e-07
+    # every token alike: engine_after at a: gap |moved - a|, old a -> a = 2.98e-07 gives gap 3.763e-07
+    a = 2.98e-07
+    c = judge_sync([0.0] * k, [noise] * k, [moved] * k, [a] * k, 0.05, 3.0)
+    assert c.gap == pytest.approx(moved - a) and c.old == pytest.approx(a)
+    assert c.lag == pytest.approx(((moved - a) ** 2 - a ** 2) / (2 * moved ** 2) + 0.5)  # 0.558
+    assert c.lag > 0.5 and moved < 2 * FP32_RESOLUTION and not c.decidable and c.verdict == "ok"
+    big = 1e-4  # the same fraction of the way back after a real fp32 update
+    stale = judge_sync([0.0] * k, [noise] * k, [big] * k, [big * a / moved] * k, 0.05, 3.0)
+    assert stale.lag == pytest.approx(c.lag) and stale.decidable and stale.verdict == "lagging"

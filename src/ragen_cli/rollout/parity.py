@@ -34,8 +34,12 @@ Two ways a sync fails:
    `unit = max(2 x noise, STALE_Z x noise / sqrt(k))`: the rounding lag stays below the bound
    (healthy bf16 runs showed lags up to 0.39 at moved / noise 2.6, and 0.25 at 8.7), and the
    random part is past STALE_Z = 4 standard deviations (one-sided normal tail 3e-5 per sync).
-   In fp32 (noise ~1e-6) any real update is decided; in bf16 one that moves the log-probs by 4
-   (16) times the kernels' noise. A smaller update leaves a lagging
+   In fp32 the merge rounds too, at fp32's resolution: the kernels differ by ~1e-6 nats per token
+   on an unpeaked policy, but on a peaked one the probe's noise falls far below that (4.2e-8 in a
+   fp32 Bandit run at success 1.0, lr 2e-3) while an update of 6.7e-7 was still partly rounded
+   away (lag 0.56: a healthy sync stopped at step 17). So `unit` is at least FP32_RESOLUTION; in
+   bf16 (noise >= 1e-3) the floor never binds. A real fp32 update (moved >= 2e-6) is decided; in
+   bf16 one that moves the log-probs by 4 (16) times the kernels' noise. A smaller update leaves a lagging
    engine within a few times the kernels' own noise of the fresh one: not decided (the size
    check above still applies; an engine that stays stale drifts past it within a few steps, and
    bf16 runs correct the sampler mismatch with
@@ -49,6 +53,11 @@ from dataclasses import dataclass
 
 STALE_Z = 4.0
 """Standard deviations of margin before a sync is called stale (one-sided tail 3.2e-5)."""
+
+FP32_RESOLUTION = 1e-6
+"""Nats per token: the log-prob change below which fp32 kernels and a merged fp32 copy of the
+weights do not reliably resolve an update (the trainer's and the engine's fp32 kernels differ by
+about this much on an unpeaked policy). No lag is decided on a smaller unit (module doc)."""
 
 
 class ParityError(RuntimeError):
@@ -91,8 +100,8 @@ def judge_sync(trainer_old: list[float], engine_before: list[float], trainer_new
     old, moved = rms(engine_after, trainer_old), rms(trainer_new, trainer_old)
     lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5 if moved > 0 else math.nan
     # the lag estimate errs by up to noise / moved (rounding) plus a random part of standard
-    # deviation noise / (moved sqrt(k)): STALE_Z of those
-    unit = max(2 * noise, STALE_Z * noise / math.sqrt(k))
+    # deviation noise / (moved sqrt(k)): STALE_Z of those; never below fp32's resolution
+    unit = max(2 * noise, STALE_Z * noise / math.sqrt(k), FP32_RESOLUTION)
     decidable = moved > 0 and moved >= 2 * unit
     tolerance = max(threshold, factor * noise)
     if not (math.isfinite(gap) and gap <= tolerance):
