@@ -128,3 +128,20 @@ def test_thinned_keeps_collapse_metrics_on_the_cadence_only():
     out = thinned(hist, 2)
     assert [("collapse/mi_norm" in r) for r in out] == [False, True, False, True]
     assert all(r["actor/entropy"] == 1.0 for r in out) and thinned(hist, 1) is hist
+
+
+def test_gpu_corpus_labels_and_its_gain_then_loss_runs():
+    """The GPU batch (bench/gpu_runs.txt, made on an H200): labels follow the rule; by hand from
+    its validation series, 16x seeds 83 (0.64 -> 0.00 at step 30), 85 (0.56 -> 0.00 from 10) and
+    86 (0.69 -> 0.19 at 20, 0.00 from 22) gained at least 0.2 and stayed under half of it from
+    the onset; the other nine
+    keep their gain."""
+    hc = _bench()
+    gpu = BENCH.parent / "health_corpus_gpu"
+    committed = json.loads((gpu / "labels.json").read_text())
+    assert [hc.label(gpu / "runs" / lab["run"]) for lab in committed] == committed
+    assert len(committed) == 12 and {lab["run"] for lab in committed} == {p.name for p in (gpu / "runs").iterdir()}
+    onsets = {lab["run"]: lab["onset"] for lab in committed if lab["label"] == "collapse"}
+    assert onsets == {"gpu-larger16x-seed83": 30, "gpu-larger16x-seed85": 10, "gpu-larger16x-seed86": 20}
+    _, summary = hc.evaluate([{**lab, "corpus": str(gpu)} for lab in committed])
+    assert summary["gain_then_loss_runs"] == 3 and summary["learning_runs"] == 9
