@@ -134,8 +134,7 @@ def test_gpu_corpus_labels_and_its_gain_then_loss_runs():
     """The GPU batch (bench/gpu_runs.txt, made on an H200): labels follow the rule; by hand from
     its validation series, 16x seeds 83 (0.64 -> 0.00 at step 30), 85 (0.56 -> 0.00 from 10) and
     86 (0.69 -> 0.19 at 20, 0.00 from 22) gained at least 0.2 and stayed under half of it from
-    the onset; the other nine
-    keep their gain."""
+    the onset; the other nine keep their gain."""
     hc = _bench()
     gpu = BENCH.parent / "health_corpus_gpu"
     committed = json.loads((gpu / "labels.json").read_text())
