@@ -131,16 +131,19 @@ def test_thinned_keeps_collapse_metrics_on_the_cadence_only():
 
 
 def test_gpu_corpus_labels_and_its_gain_then_loss_runs():
-    """The GPU batch (bench/gpu_runs.txt, made on an H200): labels follow the rule; by hand from
-    its validation series, 16x seeds 83 (0.64 -> 0.00 at step 30), 85 (0.56 -> 0.00 from 10) and
-    86 (0.69 -> 0.19 at 20, 0.00 from 22) gained at least 0.2 and stayed under half of it from
-    the onset; the other nine keep their gain."""
+    """The GPU batches (bench/gpu_runs.txt and gpu_runs_vanilla.txt, made on an H200): labels
+    follow the rule; by hand from the validation series, 16x seeds 83 (0.64 -> 0.00 at step 30),
+    85 (0.56 -> 0.00 from 10) and 86 (0.69 -> 0.19 at 20, 0.00 from 22) gained at least 0.2 and
+    stayed under half of it from the onset; the two vanilla Bandit runs at 2e-5 never passed
+    0.03 (none); the other thirteen keep a gain of at least 0.2."""
     hc = _bench()
     gpu = BENCH.parent / "health_corpus_gpu"
     committed = json.loads((gpu / "labels.json").read_text())
     assert [hc.label(gpu / "runs" / lab["run"]) for lab in committed] == committed
-    assert len(committed) == 12 and {lab["run"] for lab in committed} == {p.name for p in (gpu / "runs").iterdir()}
+    assert len(committed) == 18 and {lab["run"] for lab in committed} == {p.name for p in (gpu / "runs").iterdir()}
     onsets = {lab["run"]: lab["onset"] for lab in committed if lab["label"] == "collapse"}
     assert onsets == {"gpu-larger16x-seed83": 30, "gpu-larger16x-seed85": 10, "gpu-larger16x-seed86": 20}
     _, summary = hc.evaluate([{**lab, "corpus": str(gpu)} for lab in committed])
-    assert summary["gain_then_loss_runs"] == 3 and summary["learning_runs"] == 9
+    assert summary["gain_then_loss_runs"] == 3 and summary["learning_runs"] == 13
+    assert [lab["run"] for lab in committed if lab["label"] == "none"] == [
+        "gpu-vanilla-bandit-lr2e5-seed205", "gpu-vanilla-bandit-lr2e5-seed206"]
