@@ -148,8 +148,9 @@ def test_the_bf16_merge_rounding_seen_in_a_healthy_run_passes():
 
 
 def test_an_fp32_update_below_its_resolution_is_not_decided():
-    """A healthy fp32 sync of a real run (SmolLM2, merged LoRA, Bandit at lr 2e-3, success 1.0),
-    stopped at step 17 before the floor: noise 4.215e-08, moved 6.743e-07, gap 3.817e-07, old
+    """A healthy fp32 sync of a real run (SmolLM2, merged LoRA, Bandit at lr 2e-3 without
+    filtering, collapsed onto one reply: entropy 0, updates halving every step), stopped at step
+    17 before the floor: noise 4.215e-08, moved 6.743e-07, gap 3.817e-07, old
     2.98e-07 over 64 tokens. Without the floor unit = max(2 x 4.215e-08, 4 x 4.215e-08 / 8) =
     8.43e-08, moved = 8.0 x unit and lag 0.56 > 1/2: "lagging". With unit >= 1e-6 an update must
     move the log-probs by 2e-6 to be decided: this one is not, and the sync passes; the same lag

@@ -35,9 +35,11 @@ Two ways a sync fails:
    (healthy bf16 runs showed lags up to 0.39 at moved / noise 2.6, and 0.25 at 8.7), and the
    random part is past STALE_Z = 4 standard deviations (one-sided normal tail 3e-5 per sync).
    In fp32 the merge rounds too, at fp32's resolution: the kernels differ by ~1e-6 nats per token
-   on an unpeaked policy, but on a peaked one the probe's noise falls far below that (4.2e-8 in a
-   fp32 Bandit run at success 1.0, lr 2e-3) while an update of 6.7e-7 was still partly rounded
-   away (lag 0.56: a healthy sync stopped at step 17). So `unit` is at least FP32_RESOLUTION; in
+   on an unpeaked policy, but on a peaked one the probe's noise falls far below that. An fp32
+   Bandit run (lr 2e-3, no filter) collapsed onto one reply (entropy 0) had updates halving every
+   step, and its lag rose as they shrank (0.09, 0.19, 0.44 at moved 3.4e-6, 1.3e-6, 6.7e-7, noise
+   ~4e-8): the share of each update a merged fp32 copy rounds away. A lag of 0.56 then stopped
+   that healthy sync at step 17. So `unit` is at least FP32_RESOLUTION; in
    bf16 (noise >= 1e-3) the floor never binds. A real fp32 update (moved >= 2e-6) is decided; in
    bf16 one that moves the log-probs by 4 (16) times the kernels' noise. A smaller update leaves a lagging
    engine within a few times the kernels' own noise of the fresh one: not decided (the size
