@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from ragen_cli.rollout.parity import FP32_RESOLUTION, STALE_Z, ParityError, check_sync, judge_sync, rms
+from ragen_cli.rollout.parity import (FP32_RESOLUTION, PEAK_FLOOR, STALE_Z, ParityError, check_sync, judge_sync, rms,
+                                      unsure)
 
 
 def test_rms():
@@ -42,9 +43,11 @@ def test_fresh_stale_and_broken_on_four_tokens():
     assert s.decidable and s.lag > 0.9 and s.verdict == "lagging"
     with pytest.raises(ParityError, match="lie 100% of the way back to the weights from before the update"):
         check_sync(s, 0.05, 3.0)
-    # a third of the way back (a partial sync): lag 1/3 > 1/4, moved 0.17 >= 0.16 -> lagging;
-    # with moved 0.12 (< 0.16) a lag of 1/3 is not decided
-    for step, verdict in ((0.17, "lagging"), (0.12, "ok")):
+    # a third of the way back (a partial sync): lag 1/3 > 1/4. The update makes the tokens less
+    # likely (p 0.368 -> 0.301 at moved 0.2), so the noise after is 0.01 x (1 - 0.301) / (1 -
+    # 0.368) = 0.01106: a lag above 1/4 is decided from moved >= 8 x 0.0221 = 0.177; moved 0.2 is
+    # (lagging), moved 0.12 (noise after 0.01066, bound 0.171) is not
+    for step, verdict in ((0.2, "lagging"), (0.12, "ok")):
         new_k = [-1.0 - step] * 4
         third = [n + step / 3 + j for n, j in zip(new_k, jitter)]
         c = judge_sync(old, before, new_k, third, 0.1, 3.0)  # a threshold above its gap (0.057)
@@ -141,8 +144,10 @@ def test_the_bf16_merge_rounding_seen_in_a_healthy_run_passes():
         engine_after = [n + lag * (o - n) for n, o in zip(trainer_new, trainer_old)]
         c = judge_sync(trainer_old, engine_before, trainer_new, engine_after, 0.05, 3.0)
         assert c.lag == pytest.approx(lag) and c.verdict == "ok"
-    # the same 0.63 lag after an update of 4 x noise and more is decided, and stopped
-    noise, big = 0.06627, -2.0 - 0.27
+    # the same 0.63 lag after a larger update is decided, and stopped: moved 0.29, the tokens
+    # less likely (1 - p 0.8647 -> 0.8987), noise after 0.06627 x 1.0394 = 0.06888, decided from
+    # 4 x 0.06888 = 0.2755; gap 0.63 x 0.29 = 0.183 within the size bound 3 x 0.06888
+    noise, big = 0.06627, -2.0 - 0.29
     c = judge_sync([-2.0] * k, [-2.0 + noise] * k, [big] * k, [big + 0.63 * (-2.0 - big)] * k, 0.05, 3.0)
     assert c.decidable and c.verdict == "lagging"
 
@@ -165,3 +170,30 @@ def test_an_fp32_update_below_its_resolution_is_not_decided():
     big = 1e-4  # the same fraction of the way back after a real fp32 update
     stale = judge_sync([0.0] * k, [noise] * k, [big] * k, [big * a / moved] * k, 0.05, 3.0)
     assert stale.lag == pytest.approx(c.lag) and stale.decidable and stale.verdict == "lagging"
+
+
+def test_the_noise_after_follows_how_unsure_the_new_weights_are():
+    """A bf16 run at 16x lr stopped with a gap of 0.291 over 64 tokens against 3 x 0.0303, the
+    noise measured on tokens its old weights were sure of. Here the old weights give each probe
+    token p 0.97 (rms(1 - p) 0.03) and the new ones p 0.5 (0.5): the noise after is 0.0303 x
+    0.5 / 0.03 = 0.505, the size bound 3 x 0.505 = 1.515, and the same gap passes; the same gap
+    after an update that leaves the tokens about as sure (p 0.96: 0.0303 x 0.04 / 0.03 = 0.0404,
+    bound 0.1212) is still "off"."""
+    k, noise = 64, 0.0303
+    old, before = [math.log(0.97)] * k, [math.log(0.97) + noise] * k
+    assert unsure(old) == pytest.approx(0.03) and unsure([0.0] * 3) == 0.0
+    new = [math.log(0.5)] * k
+    c = judge_sync(old, before, new, [x + 0.291 for x in new], 0.05, 3.0)
+    assert c.noise_after == pytest.approx(noise * 0.5 / 0.03) and c.tolerance == pytest.approx(3 * c.noise_after)
+    assert c.gap == pytest.approx(0.291) and c.verdict == "ok" and "sync/parity_noise_after" in c.metrics()
+    sure = [math.log(0.96)] * k
+    d = judge_sync(old, before, sure, [x + 0.291 for x in sure], 0.05, 3.0)
+    assert d.noise_after == pytest.approx(noise * 0.04 / 0.03) and d.verdict == "off"
+    with pytest.raises(ParityError, match=r"3 x 0.0404, the gap 0.0303 the same weights gave"):
+        check_sync(d, 0.05, 3.0)
+    # never below the measured noise: an update that makes the tokens surer keeps it
+    assert judge_sync(new, [x + noise for x in new], old, old, 0.05, 3.0).noise_after == pytest.approx(noise)
+    # near-certain tokens count as PEAK_FLOOR unsure: a probe at p = 1 scales by at most 1 / 0.01
+    e = judge_sync([0.0] * k, [0.001] * k, new, new, 0.05, 3.0)
+    assert PEAK_FLOOR == 0.01 and e.noise_after == pytest.approx(0.001 * 0.5 / 0.01)
+    assert judge_sync([0.0] * k, [0.0] * k, new, [x + 0.06 for x in new], 0.05, 3.0).verdict == "off"  # 0 noise: 0.05 holds

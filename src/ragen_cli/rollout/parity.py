@@ -19,6 +19,17 @@ Two ways a sync fails:
    k >= 64 and factor 3 a healthy sync exceeds the bound with probability ~1e-18 (9x in
    variance is 8.8 standard deviations). Real gaps are heavier-tailed and not independent, so
    the factor is a margin, not a fit; `bench/parity_gaps.py` measures it.
+   The noise is measured on tokens the old weights scored, and a kernel's error on a token's
+   log-prob depends on how sure the model is of it: a logit error `eps` moves `log p_t` by
+   `(1 - p_t) eps_t - sum_{j != t} p_j eps_j`, at most `2 (1 - p_t) max|eps|`
+   (`bench/parity_noise_peak.py`: SmolLM2's bf16-vs-fp32 gap is 0.072-0.084 x rms(1 - p) in every
+   bin from 1 - p ~ 6e-4 to 0.92, 15-83 tokens a bin). An
+   update that makes the probe's tokens less likely thus raises the kernels' disagreement after
+   it; the check scales the noise by `s_new / s_old`, `s = rms(1 - p)` over the probe under the
+   trainer's new and old weights (`noise_after`; never below the measured noise, and `s_old` at
+   least PEAK_FLOOR so that a probe of near-certain tokens cannot make it unbounded). Without
+   this a bf16 run at 16x lr, its policy flipping between templates, stopped with a gap of 0.29
+   against 3 x 0.030 measured on tokens it had been sure of (docs/health.md).
 2. **Stale or partly synced** (the engine still serves the old weights, or some of them): an
    engine whose log-probs lie a fraction `f` of the way back from the new weights to the old
    ones has `gap = f x moved` and `old = (1 - f) x moved`, so `gap^2 - old^2 = (2f - 1) moved^2`
@@ -56,6 +67,9 @@ from dataclasses import dataclass
 STALE_Z = 4.0
 """Standard deviations of margin before a sync is called stale (one-sided tail 3.2e-5)."""
 
+PEAK_FLOOR = 0.01
+"""The least rms(1 - p) the noise is scaled from (module doc): tokens surer than 99% count as 99%."""
+
 FP32_RESOLUTION = 1e-6
 """Nats per token: the log-prob change below which fp32 kernels and a merged fp32 copy of the
 weights do not reliably resolve an update (the trainer's and the engine's fp32 kernels differ by
@@ -73,12 +87,18 @@ def rms(a: list[float], b: list[float]) -> float:
     return math.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b)) / len(a))
 
 
+def unsure(logprobs: list[float]) -> float:
+    """rms(1 - p) over a probe's log-probs: how far from certain the scorer is of its tokens."""
+    return math.sqrt(sum((1.0 - math.exp(min(float(x), 0.0))) ** 2 for x in logprobs) / len(logprobs))
+
+
 @dataclass(frozen=True)
 class SyncCheck:
     """The probe's numbers after one sync (module doc) and its verdict: ok, lagging or off."""
 
     tokens: int
     noise: float
+    noise_after: float  # the noise expected after the update (module doc), >= noise
     gap: float
     old: float
     moved: float
@@ -88,7 +108,8 @@ class SyncCheck:
     verdict: str
 
     def metrics(self) -> dict[str, float]:
-        out = {"sync/parity_gap": self.gap, "sync/parity_noise": self.noise, "sync/parity_moved": self.moved}
+        out = {"sync/parity_gap": self.gap, "sync/parity_noise": self.noise,
+               "sync/parity_noise_after": self.noise_after, "sync/parity_moved": self.moved}
         if not math.isnan(self.lag):
             out["sync/parity_lag"] = self.lag
         return out
@@ -101,18 +122,19 @@ def judge_sync(trainer_old: list[float], engine_before: list[float], trainer_new
     noise, gap = rms(engine_before, trainer_old), rms(engine_after, trainer_new)
     old, moved = rms(engine_after, trainer_old), rms(trainer_new, trainer_old)
     lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5 if moved > 0 else math.nan
+    noise_after = noise * max(1.0, unsure(trainer_new) / max(unsure(trainer_old), PEAK_FLOOR))
     # the lag estimate errs by up to noise / moved (rounding) plus a random part of standard
     # deviation noise / (moved sqrt(k)): STALE_Z of those; never below fp32's resolution
-    unit = max(2 * noise, STALE_Z * noise / math.sqrt(k), FP32_RESOLUTION)
+    unit = max(2 * noise_after, STALE_Z * noise_after / math.sqrt(k), FP32_RESOLUTION)
     decidable = moved > 0 and moved >= 2 * unit
-    tolerance = max(threshold, factor * noise)
+    tolerance = max(threshold, factor * noise_after)
     if not (math.isfinite(gap) and gap <= tolerance):
         verdict = "off"
     elif (decidable and lag > 0.5) or (moved > 0 and moved >= 8 * unit and lag > 0.25):
         verdict = "lagging"
     else:
         verdict = "ok"
-    return SyncCheck(k, noise, gap, old, moved, lag, decidable, tolerance, verdict)
+    return SyncCheck(k, noise, noise_after, gap, old, moved, lag, decidable, tolerance, verdict)
 
 
 def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
@@ -121,9 +143,9 @@ def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
         raise ParityError(
             f"rollout engine and trainer disagree after the weight sync: rms log-prob gap {check.gap:.4g} over "
             f"{check.tokens} tokens > {check.tolerance:.4g} (rollout.parity_threshold {threshold:g}, or "
-            f"rollout.parity_noise_factor {factor:g} x the gap {check.noise:.4g} the same weights gave before the "
-            "update); the engine serves weights that are neither the new ones nor the kernels' noise away from "
-            "them: a half-applied or broken sync")
+            f"rollout.parity_noise_factor {factor:g} x {check.noise_after:.4g}, the gap {check.noise:.4g} the same weights "
+            "gave before the update, scaled to how sure the new weights are of the probe's tokens); the engine serves "
+            "weights that are neither the new ones nor the kernels' noise away from them: a half-applied or broken sync")
     if check.verdict == "lagging":
         raise ParityError(
             f"the rollout engine does not serve the weights the update made: after the sync its log-probs lie "
