@@ -63,7 +63,9 @@ for name in "${started[@]}"; do
   say "$name: $steps metric records; last log line: $(tail -1 "$RUNS/$name.log" | cut -c1-200)"
   [ -s "$RUNS/$name/metrics.jsonl" ] && "$PY" bench/health_corpus.py --corpus "$CORPUS" collect "$RUNS/$name" >/dev/null
 done
-mkdir -p /tmp/gpu-logs && cp "$RUNS"/*.log /tmp/gpu-logs/ 2>/dev/null
-for name in "${started[@]}"; do tail -c 20000 "$RUNS/$name/engine.log" > "/tmp/gpu-logs/$name.engine.log" 2>/dev/null; done
-tar czf "$OUT/gpu-runs.tgz" "$CORPUS" -C /tmp gpu-logs
+LOGS=$(mktemp -d)
+mkdir -p "$LOGS/gpu-logs" && cp "$RUNS"/*.log "$LOGS/gpu-logs/" 2>/dev/null
+for name in "${started[@]}"; do tail -c 20000 "$RUNS/$name/engine.log" > "$LOGS/gpu-logs/$name.engine.log" 2>/dev/null; done
+tar czf "$OUT/gpu-runs.tgz" "$CORPUS" -C "$LOGS" gpu-logs
+rm -rf "$LOGS"
 say "packed $(du -h "$OUT/gpu-runs.tgz" | cut -f1)"
