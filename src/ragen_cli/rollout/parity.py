@@ -42,7 +42,7 @@ Two ways a sync fails:
    about `noise / moved` in a healthy sync (seen in a real merged-LoRA run on SmolLM2 in bf16,
    specs/larger.yaml: lag 0.63, 0.56, 0.36 at noise / moved 0.84, 0.64, 0.37). So a sync fails
    when `lag > 1/2` and `moved >= 2 x unit`, or when `lag > 1/4` and `moved >= 8 x unit`, with
-   `unit = max(2 x noise, STALE_Z x noise / sqrt(k))`: the rounding lag stays below the bound
+   `unit = max(2 x noise_after, STALE_Z x noise_after / sqrt(k))`: the rounding lag stays below the bound
    (healthy bf16 runs showed lags up to 0.39 at moved / noise 2.6, and 0.25 at 8.7), and the
    random part is past STALE_Z = 4 standard deviations (one-sided normal tail 3e-5 per sync).
    In fp32 the merge rounds too, at fp32's resolution: the kernels differ by ~1e-6 nats per token
