@@ -144,13 +144,16 @@ class RolloutSpec(Section):
     parity_threshold: float = Field(
         0.05, gt=0.0, description="Root-mean-square log-prob gap between trainer and rollout engine after a "
         "weight sync, over the probe's tokens, that always passes; a larger gap passes only while it stays within "
-        "parity_noise_factor x the gap the same weights gave before the update (rollout/parity.py).",
+        "parity_noise_factor x the gap the same weights gave before the update, scaled to how sure the new "
+        "weights are of the probe's tokens (rollout/parity.py).",
     )
     parity_noise_factor: float = Field(
         3.0, ge=1.0, description="A sync fails when its rms gap exceeds parity_threshold and this many times the "
         "rms gap measured before the update with the same weights on both sides (the kernels' own disagreement: "
-        "~1e-6 nats in fp32, 0.01-0.3 in bf16). A sync also fails when the engine is nearer the old weights than "
-        "the new ones, once the update moved the probe's log-probs far enough above that noise to tell.",
+        "~1e-6 nats in fp32, 0.01-0.3 in bf16), scaled up by rms(1 - p) of the probe's tokens under the new "
+        "weights over the old (a kernel's error on a token shrinks as the model grows sure of it). A sync also "
+        "fails when the engine is nearer the old weights than the new ones, once the update moved the probe's "
+        "log-probs far enough above that noise (and fp32's resolution, 1e-6) to tell.",
     )
     parity_tokens: int = Field(
         64, ge=1, description="Sampled tokens the parity probe compares (trajectories from the start of the "
