@@ -3,6 +3,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
 
     .venv/bin/python bench/health_corpus.py                      # table, then one JSON line
     .venv/bin/python bench/health_corpus.py collect RUN_DIR ...  # copy finished runs in (compact)
+    .venv/bin/python bench/health_corpus.py shortcuts            # each run's shortcut.json (collect writes it)
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
     .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
@@ -17,9 +18,13 @@ The replay (no command) takes several: `--corpus bench/health_corpus --corpus
 bench/health_corpus_fresh` judges the runs of both as one corpus.
 
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
-validation success of the training env (v_0 at step 0, best, final) and the first action of
-the trajectories saved each step:
-- learns: final >= v_0 + GAIN and final keeps at least half of the gain (best - v_0);
+validation success of the training env (v_0 at step 0, best, final), the first action of
+the trajectories saved each step, and (since 2026-11-27) what the best policy that does not
+learn scores on the run's validation episodes (`shortcut.json`, bench/shortcuts.py):
+- learns: final >= v_0 + GAIN and final keeps at least half of the gain (best - v_0), and final
+  is not a shortcut's score: more than LEARN_Z standard errors above it, or, where the shortcut
+  is the task's optimum (Bandit's "always the risky arm"), within LEARN_Z of 1;
+- shortcut: the gain is kept but final is not above the shortcut (listed, counted in neither class);
 - collapse (echo trap): best >= v_0 + GAIN but final keeps less than half of the gain; onset:
   the first validation step after the best from which v never again exceeds v_0 + gain / 2;
 - collapse (template): best < v_0 + GAIN, and from some step on every step's saved
@@ -44,6 +49,7 @@ from pathlib import Path
 DEFAULT_CORPUS = Path(__file__).parent / "health_corpus"
 CORPUS = DEFAULT_CORPUS  # the corpus every command works on; main() sets it from --corpus
 GAIN = 0.2
+LEARN_Z = 2.0  # standard errors of the final validation success (`fall_z`'s line between a difference and noise)
 SETTLED = 0.85  # 7 of the 8 trajectories a step saves by default
 KEEP_TRAJ = 3  # full trajectory files kept per run: first, middle, last step
 
@@ -64,7 +70,7 @@ def first_action(traj: dict) -> str:
 
 def collect(run_dirs: list[Path]) -> None:
     """Copy each run's metrics.jsonl, spec.yaml, events.jsonl, first actions per step
-    (actions.jsonl) and KEEP_TRAJ trajectory files into the corpus."""
+    (actions.jsonl) and KEEP_TRAJ trajectory files into the corpus, and write its shortcut.json."""
     for src in run_dirs:
         dst = CORPUS / "runs" / src.name
         (dst / "trajectories").mkdir(parents=True, exist_ok=True)
@@ -76,7 +82,38 @@ def collect(run_dirs: list[Path]) -> None:
                 f.write(json.dumps({"step": int(p.stem.split("-")[1]), "actions": [first_action(t) for t in _jsonl(p)]}) + "\n")
         for p in {files[0], files[len(files) // 2], files[-1]} if files else ():
             shutil.copy(p, dst / "trajectories" / p.name)
+        write_shortcut(dst)
         print(f"collected {src} -> {dst}")
+
+
+def write_shortcut(run: Path) -> dict:
+    """run/shortcut.json: the best non-learning policy on the run's validation episodes
+    (bench/shortcuts.py; a custom env's module must be importable, e.g. from its project folder)."""
+    import tempfile
+
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from shortcuts import best
+
+    from ragen_cli.spec.loader import load_spec
+
+    full = yaml.safe_load((run / "spec.yaml").read_text())
+    # what the policies read; the oldest runs name keys and values since renamed elsewhere
+    spec = {k: full[k] for k in ("name", "model", "env", "rollout") if k in full}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+        yaml.safe_dump(spec, f)
+        got = best(load_spec(f.name))
+    (run / "shortcut.json").write_text(json.dumps(got, indent=1) + "\n")
+    return got
+
+
+def beats_shortcut(final: float, shortcut: float, episodes: int) -> bool:
+    """Whether a final validation success is not a shortcut's: more than LEARN_Z standard errors
+    (at its own level, over `episodes`) above the shortcut's score, or within LEARN_Z of the
+    ceiling 1 (where the shortcut is the optimum: any learner ends at its level)."""
+    se = (final * (1 - final) / episodes) ** 0.5
+    return final >= min(shortcut + LEARN_Z * se, 1 - LEARN_Z * se)
 
 
 def val_series(metrics: list[dict], env: str) -> list[tuple[int, float]]:
@@ -107,9 +144,15 @@ def label(run: Path) -> dict:
     v0, final = vals[0][1], vals[-1][1]
     best_step, best = max(vals, key=lambda sv: (sv[1], -sv[0]))
     half = v0 + (best - v0) / 2
-    out = {"run": run.name, "env": env, "v0": v0, "best": best, "final": final}
+    if not (run / "shortcut.json").is_file():
+        raise SystemExit(f"{run}: no shortcut.json; run `bench/health_corpus.py --corpus {run.parent.parent} shortcuts`")
+    cut = json.loads((run / "shortcut.json").read_text())
+    out = {"run": run.name, "env": env, "v0": v0, "best": best, "final": final, "shortcut": cut["success"]}
+    if best >= v0 + GAIN and final >= half and beats_shortcut(final, cut["success"], cut["episodes"]):
+        return {**out, "label": "learns", "onset": None, "why": "final keeps at least half of a gain >= 0.2, above the shortcut"}
     if best >= v0 + GAIN and final >= half:
-        return {**out, "label": "learns", "onset": None, "why": "final keeps at least half of a gain >= 0.2"}
+        return {**out, "label": "shortcut", "onset": None,
+                "why": f"gain kept, but final not above {cut['policy']!r} ({cut['success']:.2f})"}
     if best >= v0 + GAIN:
         after = [(s, v) for s, v in vals if s > best_step]
         onset = next(s for i, (s, v) in enumerate(after) if all(w <= half for _, w in after[i:]))
@@ -405,7 +448,8 @@ def table(labels: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", nargs="?", default="evaluate", choices=["evaluate", "collect", "label", "sweep", "bound", "table"])
+    ap.add_argument("command", nargs="?", default="evaluate",
+                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table"])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--corpus", type=Path, action="append",
                     help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
@@ -418,6 +462,11 @@ def main(argv: list[str] | None = None) -> int:
     CORPUS = corpora[0]
     if args.command == "collect":
         collect(args.runs)
+        return 0
+    if args.command == "shortcuts":
+        for run in args.runs or sorted(p for p in (CORPUS / "runs").iterdir() if p.is_dir()):
+            got = write_shortcut(run)
+            print(f"{run.name:34s} {got['policy']:>18s} {got['success']:.3f} on {got['episodes']} episodes")
         return 0
     if args.command == "label":
         labels = [label(p) for p in sorted((CORPUS / "runs").iterdir()) if p.is_dir()]

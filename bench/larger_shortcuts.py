@@ -19,15 +19,12 @@ import json
 import sys
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", default="specs/larger.yaml")
-    args = ap.parse_args(argv)
+def scores(spec) -> dict:
+    """What each shortcut scores on the validation rows of `spec` (a RunSpec), with the rows'
+    count and seeds, the majority answer, and the best of them (`best_shortcut`)."""
     from ragen_cli.envs.adapters.dataset_env import load_function, load_rows
     from ragen_cli.envs.registry import make_env
-    from ragen_cli.spec.loader import load_spec
 
-    spec = load_spec(args.spec)
     [val] = spec.env.val.envs
     seeds = range(spec.env.val.seed, spec.env.val.seed + spec.env.val.episodes)
     env = make_env(val.name, dict(val.config))
@@ -48,7 +45,16 @@ def main(argv: list[str] | None = None) -> int:
            "majority_answer": score(lambda r: majority), "majority_value": majority, "coin_flip": 0.5,
            "best_shortcut": None}
     out["best_shortcut"] = max(out["always_first"], out["always_second"], out["majority_answer"], 0.5)
-    print(json.dumps(out))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", default="specs/larger.yaml")
+    args = ap.parse_args(argv)
+    from ragen_cli.spec.loader import load_spec
+
+    print(json.dumps(scores(load_spec(args.spec))))
     return 0
 
 

@@ -192,6 +192,20 @@ def test_warmup_disabled_and_missing_metrics():
     assert assess([{"step": t, "actor/entropy": float("nan")} for t in range(30)], CFG).level == "healthy"
 
 
+def test_the_warmup_hides_warnings_not_a_collapse():
+    # Success 0 throughout; from step 2 entropy 0.01 and every reply identical. Step 3: smoothed
+    # identical share (.05 + 1 + 1) / 3 = .68 >= .5, smoothed entropy (1 + .01 + .01) / 3 = .34
+    # <= .5 of its peak 1.0, and success gained nothing (no_gain, beside identical replies):
+    # collapse at step 3, inside the 5-step warm-up. Step 2 has fewer than `smooth` (3) steps.
+    collapsing = run(lambda t: 0.0, **{"actor/entropy": lambda t: 1.0 if t < 2 else 0.01,
+                                       "diversity/identical_share": lambda t: 0.05 if t < 2 else 1.0})
+    assert levels(collapsing[:5]) == ["healthy", "healthy", "collapse", "collapse", "collapse"]
+    # The same narrowing with varied replies is a warning (no_gain needs a state-blind signal):
+    # hidden in the warm-up (steps 3-4), said from step 5.
+    narrowing = run(lambda t: 0.0, **{"actor/entropy": lambda t: 1.0 if t < 2 else 0.01})
+    assert levels(narrowing[:6]) == ["healthy"] * 4 + ["warning"] * 2
+
+
 def test_tracker_reports_only_changes():
     tr = HealthTracker()
     warn = Verdict("warning", [], 3)

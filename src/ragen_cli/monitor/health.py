@@ -16,8 +16,8 @@ of evidence:
   reward is constant (`dead_frac`: nothing left to learn from), or success has gained nothing
   over its start (`no_gain`). No rule counts elapsed steps.
 
-Verdict: healthy while warming up, solved, or without narrowing signals; narrowing without
-progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
+Verdict: healthy while warming up (a collapse excepted), solved, or without narrowing signals;
+narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
 a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time too; a state-blind one
 that stalls has collapsed). A narrowing run that is progressing is healthy: convergence. `no_signal` speaks separately of a run that has
 had no learning signal for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec`
@@ -373,11 +373,11 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
 
 
 def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
-    """Narrowing, progress and failure (module doc)."""
-    if len(history) < max(cfg.warmup_steps, 1):
-        return Verdict("healthy", [], step)
+    """Narrowing, progress and failure (module doc). The warm-up hides warnings (narrowing while
+    the format is learned is normal), not a collapse once `smooth` steps exist (2026-11-27)."""
+    early = len(history) < max(cfg.warmup_steps, 1)
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
-    if not narrowing:
+    if not narrowing or (early and len(history) < cfg.smooth):
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)
     going = progress(history, cfg)
@@ -392,7 +392,7 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
         failed = None  # a slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
     if failed is not None and len(narrowing) >= cfg.collapse_votes:
         return Verdict("collapse", [failed, *narrowing], step)
-    return Verdict("warning", narrowing, step)
+    return Verdict("healthy", [], step) if early else Verdict("warning", narrowing, step)
 
 
 def assess_all(history: list[dict], cfg: "HealthSpec") -> list[Verdict]:
