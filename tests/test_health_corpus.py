@@ -144,6 +144,58 @@ def test_gpu_corpus_labels_and_its_gain_then_loss_runs():
     onsets = {lab["run"]: lab["onset"] for lab in committed if lab["label"] == "collapse"}
     assert onsets == {"gpu-larger16x-seed83": 30, "gpu-larger16x-seed85": 10, "gpu-larger16x-seed86": 20}
     _, summary = hc.evaluate([{**lab, "corpus": str(gpu)} for lab in committed])
-    assert summary["gain_then_loss_runs"] == 3 and summary["learning_runs"] == 13
+    assert summary["gain_then_loss_runs"] == 3 and summary["learning_runs"] == 10
     assert [lab["run"] for lab in committed if lab["label"] == "none"] == [
         "gpu-vanilla-bandit-lr2e5-seed205", "gpu-vanilla-bandit-lr2e5-seed206"]
+    # kept a gain but end at or under always-the-first-number (0.5625 on these 64 rows): 0.56
+    # needs > 0.5625 + 2 * sqrt(.56 * .44 / 64) = 0.687; 0.42 and 0.55 are under it
+    assert {lab["run"]: lab["final"] for lab in committed if lab["label"] == "shortcut"} == {
+        "gpu-larger16x-seed84": 0.5625, "gpu-larger4x-seed76": 0.421875, "gpu-vanilla-larger4x-seed204": 0.546875}
+
+
+def test_beats_shortcut_by_hand():
+    hc = _bench()
+    # se = sqrt(f (1 - f) / n); learns when f >= min(shortcut + 2 se, 1 - 2 se)
+    assert hc.beats_shortcut(0.73, 0.5625, 64)  # se .0555: .5625 + .111 = .673 <= .73
+    assert not hc.beats_shortcut(0.67, 0.5625, 64)  # se .0588: .680 > .67
+    assert hc.beats_shortcut(0.98, 1.0, 64)  # se .0175: 1 - .035 = .965 <= .98 (the optimum, within noise)
+    assert not hc.beats_shortcut(0.90, 1.0, 64)  # se .0375: .925 > .90
+    assert hc.beats_shortcut(1.0, 1.0, 64) and not hc.beats_shortcut(0.36, 1.0, 64)
+
+
+def test_label_with_a_shortcut(tmp_path):
+    """A run that gains 0.03 -> 0.60 and keeps it is a learner only above its shortcut."""
+    hc = _bench()
+    run = tmp_path / "runs" / "r"
+    run.mkdir(parents=True)
+    (run / "spec.yaml").write_text("env: {train: {name: dataset}}\n")
+    (run / "actions.jsonl").write_text("")
+
+    def labelled(final: float, shortcut: float) -> str:
+        vals = [0.03, 0.6, final]
+        (run / "metrics.jsonl").write_text("".join(json.dumps({"step": 2 * i, "val/dataset/success": v}) + "\n"
+                                                   for i, v in enumerate(vals)))
+        (run / "shortcut.json").write_text(json.dumps({"policy": "always_first", "success": shortcut, "episodes": 64}))
+        return hc.label(run)["label"]
+
+    assert labelled(0.60, 0.30) == "learns"  # .30 + 2 * sqrt(.6 * .4 / 64) = .42 <= .60
+    assert labelled(0.60, 0.5625) == "shortcut"  # .5625 + .122 = .685 > .60
+    assert labelled(0.20, 0.30) == "collapse"  # under half the gain (.315): an Echo Trap, shortcut or not
+
+
+def test_shortcuts_on_the_bandit_and_the_dataset_task():
+    """bench/shortcuts.py on the shipped specs. Bandit success is choosing the risky arm (higher
+    expected value), whatever it pays: always naming it scores 1, the safe arm 0, a random arm
+    about half. The dataset task: each row's larger number is the first or the second, so the
+    two fixed picks sum to 1, and the coin flip is 0.5."""
+    import sys
+
+    sys.path.insert(0, str(BENCH.parent))
+    from base_model import shipped_spec
+    from shortcuts import best, scores
+
+    bandit = scores(shipped_spec("bandit"))
+    assert bandit["always Dragon"] == 1.0 and bandit["always Phoenix"] == 0.0 and abs(bandit["random"] - 0.5) < 0.05
+    assert best(shipped_spec("bandit"))["policy"] == "always Dragon"
+    larger = scores(shipped_spec("larger", ["env.val.episodes=64"]))
+    assert larger["always_first"] + larger["always_second"] == 1.0 and larger["coin_flip"] == 0.5
