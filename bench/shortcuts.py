@@ -8,15 +8,28 @@ The policies, on the validation env and seeds the run's `val/<env>/success` read
 - the dataset task with two numbers (`specs/larger.yaml`): always the first number, always the
   second, the training set's most common answer, a coin flip (bench/larger_shortcuts.py);
 - any other env: uniform random moves (100 draws per seed), every fixed action (the same action
-  every move), copying the answer example the prompt shows (when it shows one), and reading the
+  every move), the best fixed sequence of moves where there are at most MAX_SEQUENCES of them
+  (chosen on these very seeds: an optimistic shortcut, never below what a fixed sequence chosen
+  elsewhere scores), copying the answer example the prompt shows (when it shows one), and reading the
   env's `move_hint` sentence (when the run's prompt shows it) (bench/random_policy.py), each given
   `max_turns x max_actions_per_turn` moves.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
+
+
+MAX_SEQUENCES = 4096  # fixed move sequences tried one by one (Guess-the-number: 8^3 = 512)
+
+
+def sequence_rate(env, seeds: list[int], moves: tuple[str, ...]) -> float:
+    """The policy that plays the same moves on every seed, whatever the env says back."""
+    from random_policy import solves
+
+    return sum(solves(env, seed, moves) for seed in seeds) / len(seeds)
 
 
 def scores(spec) -> dict[str, float]:
@@ -39,6 +52,9 @@ def scores(spec) -> dict[str, float]:
     out = {"random": success_rate(env, seeds, moves, draws=100)}
     for action in actions:
         out[f"always {action}"] = fixed_action_rate(env, seeds, action, moves)
+    if 1 < moves and len(actions) ** moves <= MAX_SEQUENCES:
+        seq = max(itertools.product(actions, repeat=moves), key=lambda q: sequence_rate(env, seeds, q))
+        out[f"the sequence {' '.join(seq)}"] = sequence_rate(env, seeds, seq)
     if spec.rollout.answer_example != "none":
         out["copy the example"] = copy_example_rate(env, seeds, spec.rollout, spec.rollout.answer_example)
     if getattr(env.config, "move_hint", False):  # only where the prompt shows the sentence

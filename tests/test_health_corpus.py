@@ -199,3 +199,25 @@ def test_shortcuts_on_the_bandit_and_the_dataset_task():
     assert best(shipped_spec("bandit"))["policy"] == "always Dragon"
     larger = scores(shipped_spec("larger", ["env.val.episodes=64"]))
     assert larger["always_first"] + larger["always_second"] == 1.0 and larger["coin_flip"] == 0.5
+
+
+def test_a_fixed_sequence_of_guesses_ignores_the_hints():
+    """Guess-the-number (the `ragen init` scaffold's env): the sequence 4, 6, 8 wins exactly on
+    the seeds whose secret is 4, 6 or 8, whatever the hints say; the best of the 8^3 sequences
+    scores at least that."""
+    import sys
+
+    sys.path.insert(0, str(BENCH.parent))
+    from shortcuts import sequence_rate
+
+    found = importlib.util.spec_from_file_location("guess_template_env", BENCH.parents[1] / "templates" / "guess" / "my_env.py")
+    guess = importlib.util.module_from_spec(found)  # not as `my_env`: other tests import their own
+    found.loader.exec_module(guess)
+    env = guess.GuessNumberEnv(guess.GuessNumberConfig(high=8, max_actions=3))
+    seeds = list(range(123, 187))
+    secrets = []
+    for s in seeds:
+        env.reset(seed=s)
+        secrets.append(env._secret)
+    assert sequence_rate(env, seeds, ("4", "6", "8")) == sum(x in (4, 6, 8) for x in secrets) / len(seeds)
+    assert sequence_rate(env, seeds, ("4", "4", "4")) == secrets.count(4) / len(seeds)
