@@ -212,6 +212,7 @@ def test_a_fixed_sequence_of_guesses_ignores_the_hints():
 
     found = importlib.util.spec_from_file_location("guess_template_env", BENCH.parents[1] / "templates" / "guess" / "my_env.py")
     guess = importlib.util.module_from_spec(found)  # not as `my_env`: other tests import their own
+    sys.modules[found.name] = guess  # dataclasses look their module up
     found.loader.exec_module(guess)
     env = guess.GuessNumberEnv(guess.GuessNumberConfig(high=8, max_actions=3))
     seeds = list(range(123, 187))
