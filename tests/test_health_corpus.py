@@ -222,3 +222,26 @@ def test_a_fixed_sequence_of_guesses_ignores_the_hints():
         secrets.append(env._secret)
     assert sequence_rate(env, seeds, ("4", "6", "8")) == sum(x in (4, 6, 8) for x in secrets) / len(seeds)
     assert sequence_rate(env, seeds, ("4", "4", "4")) == secrets.count(4) / len(seeds)
+
+
+def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
+    """The thirteenth session's runs (docs/health.md, "A shortcut in the label"), listed before
+    they were made. By hand from the committed copies: 10x Bandit seed 64 names Phoenix in 8 of 8
+    saved trajectories from step 3 (template, onset 3) and is called at step 4, inside the 5-step
+    warm-up (one step after the onset; the old warm-up held it to step 5); 20x seed 92 settled on
+    Phoenix at step 6, broke into noise at step 15 (0 of 8 Phoenix) and settled again from 16 (the
+    rule's onset); `larger` seeds 44 and 45 end at 0.4375 and 0.640625, under always-the-first-
+    number's 0.5625 + 2 sqrt(f (1 - f) / 64) (0.687 and 0.683): shortcut."""
+    hc = _bench()
+    corpus = BENCH.parent / "health_corpus_fresh2"
+    committed = json.loads((corpus / "labels.json").read_text())
+    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
+    by = {lab["run"].removeprefix("fresh2-"): lab for lab in committed}
+    assert (by["bandit-lr2e3-keep1-fp32-seed64"]["label"], by["bandit-lr2e3-keep1-fp32-seed64"]["onset"]) == ("collapse", 3)
+    assert (by["bandit-lr4e3-keep1-bf16-seed92"]["label"], by["bandit-lr4e3-keep1-bf16-seed92"]["onset"]) == ("collapse", 16)
+    assert {k: lab["final"] for k, lab in by.items() if lab["label"] == "shortcut"} == {
+        "larger-bf16-seed44": 0.4375, "larger-bf16-seed45": 0.640625}
+    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
+    first = {r["run"].removeprefix("fresh2-"): r["first_collapse"] for r in rows}
+    assert first["bandit-lr2e3-keep1-fp32-seed64"] == 4
+    assert summary["false_collapse"] == 0 and summary["caught"] == summary["collapse_runs"] == 2
