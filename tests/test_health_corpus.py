@@ -231,7 +231,8 @@ def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
     warm-up (one step after the onset; the old warm-up held it to step 5); 20x seed 92 settled on
     Phoenix at step 6, broke into noise at step 15 (0 of 8 Phoenix) and settled again from 16 (the
     rule's onset); `larger` seeds 44 and 45 end at 0.4375 and 0.640625, under always-the-first-
-    number's 0.5625 + 2 sqrt(f (1 - f) / 64) (0.687 and 0.683): shortcut."""
+    number's 0.5625 + 2 sqrt(f (1 - f) / 64) (0.687 and 0.683): shortcut; 4x seed 78 answers the
+    second number (0.4375) from step 4: shortcut."""
     hc = _bench()
     corpus = BENCH.parent / "health_corpus_fresh2"
     committed = json.loads((corpus / "labels.json").read_text())
@@ -240,8 +241,12 @@ def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
     assert (by["bandit-lr2e3-keep1-fp32-seed64"]["label"], by["bandit-lr2e3-keep1-fp32-seed64"]["onset"]) == ("collapse", 3)
     assert (by["bandit-lr4e3-keep1-bf16-seed92"]["label"], by["bandit-lr4e3-keep1-bf16-seed92"]["onset"]) == ("collapse", 16)
     assert {k: lab["final"] for k, lab in by.items() if lab["label"] == "shortcut"} == {
-        "larger-bf16-seed44": 0.4375, "larger-bf16-seed45": 0.640625}
+        "larger-bf16-seed44": 0.4375, "larger-bf16-seed45": 0.640625, "larger4x-bf16-seed78": 0.4375}
     rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
     first = {r["run"].removeprefix("fresh2-"): r["first_collapse"] for r in rows}
     assert first["bandit-lr2e3-keep1-fp32-seed64"] == 4
-    assert summary["false_collapse"] == 0 and summary["caught"] == summary["collapse_runs"] == 2
+    # StarPO-S bf16 seed 18 settled on the safe arm from step 12 (7-8 of 8 Phoenix), warned at 8
+    assert (by["bandit-s-bf16-seed18"]["label"], by["bandit-s-bf16-seed18"]["onset"]) == ("collapse", 12)
+    assert (first["bandit-s-bf16-seed18"], summary["slow_min_lead"]) == (11, 4)
+    assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["caught"] == summary["collapse_runs"] == 3
+    assert summary["learning_runs"] == 4  # seeds 17, 27, 28 (Bandit 1.00) and larger-4x 77 (0.97)
