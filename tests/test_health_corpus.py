@@ -245,7 +245,7 @@ def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
     rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
     first = {r["run"].removeprefix("fresh2-"): r["first_collapse"] for r in rows}
     assert first["bandit-lr2e3-keep1-fp32-seed64"] == 4
-    # StarPO-S bf16 seed 18 settled on the safe arm from step 12 (7-8 of 8 Phoenix), warned at 8
+    # StarPO-S bf16 seed 18 names Phoenix in 8 of 8 from step 12 (6 at step 11), warned at 8
     assert (by["bandit-s-bf16-seed18"]["label"], by["bandit-s-bf16-seed18"]["onset"]) == ("collapse", 12)
     assert (first["bandit-s-bf16-seed18"], summary["slow_min_lead"]) == (11, 4)
     assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["caught"] == summary["collapse_runs"] == 3

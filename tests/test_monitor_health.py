@@ -204,6 +204,9 @@ def test_the_warmup_hides_warnings_not_a_collapse():
     # hidden in the warm-up (steps 3-4), said from step 5.
     narrowing = run(lambda t: 0.0, **{"actor/entropy": lambda t: 1.0 if t < 2 else 0.01})
     assert levels(narrowing[:6]) == ["healthy"] * 4 + ["warning"] * 2
+    # smooth 1: every signal reads one step, but step 1 samples the base model: collapse from step 2
+    one = run(lambda t: 0.0, **{"diversity/identical_share": lambda t: 1.0, "filter/zero_std_frac": lambda t: 1.0})
+    assert levels(one[:3], HealthSpec(smooth=1, collapse_votes=1, no_signal_steps=0)) == ["healthy", "collapse", "collapse"]
 
 
 def test_tracker_reports_only_changes():

@@ -17,11 +17,12 @@ of evidence:
   over its start (`no_gain`). No rule counts elapsed steps.
 
 Verdict: healthy while warming up (a collapse excepted), solved, or without narrowing signals;
-narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain` counts only beside
-a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time too; a state-blind one
-that stalls has collapsed). A narrowing run that is progressing is healthy: convergence. `no_signal` speaks separately of a run that has
-had no learning signal for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec`
-(spec/health_spec.py); docs/health.md says how each was chosen on the run corpus.
+narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain`
+counts only beside a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time
+too; a state-blind one that stalls has collapsed). A narrowing run that is progressing is
+healthy: convergence. `no_signal` speaks separately of a run that has had no learning signal
+for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec` (spec/health_spec.py);
+docs/health.md says how each was chosen on the run corpus.
 
 Notation: x_t the metric at step t (records missing the metric or holding NaN are skipped);
 s_t = mean of the last `smooth` values; the "recent peak" is max s over the `window` values
@@ -102,9 +103,7 @@ def drop_ratio(xs: list[float], window: int, smooth: int) -> float | None:
     if len(s) < 2:
         return None
     peak = max(s[max(0, len(s) - 1 - window) : -1])
-    if peak <= 1e-12:
-        return None
-    return s[-1] / peak
+    return s[-1] / peak if peak > 1e-12 else None
 
 
 def robust_z(xs: list[float], window: int) -> tuple[float, float] | None:
@@ -374,10 +373,11 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
 
 def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
     """Narrowing, progress and failure (module doc). The warm-up hides warnings (narrowing while
-    the format is learned is normal), not a collapse once `smooth` steps exist (2026-11-27)."""
+    the format is learned is normal), not a collapse once `smooth` steps, and a trained one (step
+    1 samples the base model), exist (2026-11-27)."""
     early = len(history) < max(cfg.warmup_steps, 1)
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
-    if not narrowing or (early and len(history) < cfg.smooth):
+    if not narrowing or (early and len(history) < max(cfg.smooth, 2)):
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)
     going = progress(history, cfg)

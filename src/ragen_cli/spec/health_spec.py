@@ -23,7 +23,7 @@ class HealthSpec(BaseModel):
     act_on: Literal["warning", "collapse"] = Field("collapse", description="Verdict level at which `stop` or `intervene` acts.")
     window: int = Field(20, ge=2, description="Steps of history a narrowing signal compares against (peaks, medians).")
     smooth: int = Field(3, ge=1, description="Steps averaged into a signal's current value (moving mean), against single-step noise.")
-    warmup_steps: int = Field(5, ge=0, description="Steps of history needed before a warning (no_signal excepted); a collapse is called from `smooth` steps on.")
+    warmup_steps: int = Field(5, ge=0, description="Steps of history needed before a warning (no_signal excepted); a collapse is called from `smooth` steps on (at least 2: step 1 samples the base model).")
     collapse_votes: int = Field(2, ge=1, description="Narrowing signals needed, beside a failure, for a collapse.")
     std_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing: in-group std of the task reward at or below this fraction of its recent peak.")
     entropy_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing: policy entropy at or below this fraction of its recent peak.")
