@@ -89,21 +89,16 @@ def collect(run_dirs: list[Path]) -> None:
 def write_shortcut(run: Path) -> dict:
     """run/shortcut.json: the best non-learning policy on the run's validation episodes
     (bench/shortcuts.py; a custom env's module must be importable, e.g. from its project folder)."""
-    import tempfile
-
     import yaml
 
     sys.path.insert(0, str(Path(__file__).parent))
     from shortcuts import best
 
-    from ragen_cli.spec.loader import load_spec
+    from ragen_cli.spec.models import RunSpec
 
     full = yaml.safe_load((run / "spec.yaml").read_text())
     # what the policies read; the oldest runs name keys and values since renamed elsewhere
-    spec = {k: full[k] for k in ("name", "model", "env", "rollout") if k in full}
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-        yaml.safe_dump(spec, f)
-        got = best(load_spec(f.name))
+    got = best(RunSpec.model_validate({k: full[k] for k in ("name", "model", "env", "rollout") if k in full}))
     (run / "shortcut.json").write_text(json.dumps(got, indent=1) + "\n")
     return got
 

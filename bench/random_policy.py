@@ -53,9 +53,14 @@ def success_rate(env, seeds: list[int], moves: int, draws: int) -> float:
     return wins / (len(seeds) * draws)
 
 
+def sequence_rate(env, seeds: list[int], moves: tuple[str, ...]) -> float:
+    """The policy that plays the same moves on every seed, whatever the env says back."""
+    return sum(solves(env, seed, moves) for seed in seeds) / len(seeds)
+
+
 def fixed_action_rate(env, seeds: list[int], action: str, moves: int) -> float:
     """The policy that answers `action` every move (a template, whatever the state)."""
-    return sum(solves(env, seed, [action] * moves) for seed in seeds) / len(seeds)
+    return sequence_rate(env, seeds, (action,) * moves)
 
 
 def copy_example_rate(env, seeds: list[int], rollout, mode: str) -> float:

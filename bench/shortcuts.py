@@ -25,13 +25,6 @@ import sys
 MAX_SEQUENCES = 4096  # fixed move sequences tried one by one (Guess-the-number: 8^3 = 512)
 
 
-def sequence_rate(env, seeds: list[int], moves: tuple[str, ...]) -> float:
-    """The policy that plays the same moves on every seed, whatever the env says back."""
-    from random_policy import solves
-
-    return sum(solves(env, seed, moves) for seed in seeds) / len(seeds)
-
-
 def scores(spec) -> dict[str, float]:
     """{policy: validation success} for every non-learning policy above on `spec` (a RunSpec)."""
     from ragen_cli.envs.registry import make_env
@@ -42,7 +35,7 @@ def scores(spec) -> dict[str, float]:
 
         out = dataset_scores(spec)
         return {k: out[k] for k in ("always_first", "always_second", "majority_answer", "coin_flip")}
-    from random_policy import copy_example_rate, fixed_action_rate, reads_words_rate, success_rate
+    from random_policy import copy_example_rate, fixed_action_rate, reads_words_rate, sequence_rate, success_rate
 
     env = make_env(val.name, dict(val.config))
     seeds = list(range(spec.env.val.seed, spec.env.val.seed + spec.env.val.episodes))
@@ -53,8 +46,9 @@ def scores(spec) -> dict[str, float]:
     for action in actions:
         out[f"always {action}"] = fixed_action_rate(env, seeds, action, moves)
     if 1 < moves and len(actions) ** moves <= MAX_SEQUENCES:
-        seq = max(itertools.product(actions, repeat=moves), key=lambda q: sequence_rate(env, seeds, q))
-        out[f"the sequence {' '.join(seq)}"] = sequence_rate(env, seeds, seq)
+        rate, seq = max(((sequence_rate(env, seeds, q), q) for q in itertools.product(actions, repeat=moves)),
+                        key=lambda rq: rq[0])  # the first best, in product order
+        out[f"the sequence {' '.join(seq)}"] = rate
     if spec.rollout.answer_example != "none":
         out["copy the example"] = copy_example_rate(env, seeds, spec.rollout, spec.rollout.answer_example)
     if getattr(env.config, "move_hint", False):  # only where the prompt shows the sentence

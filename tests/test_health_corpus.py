@@ -208,7 +208,7 @@ def test_a_fixed_sequence_of_guesses_ignores_the_hints():
     import sys
 
     sys.path.insert(0, str(BENCH.parent))
-    from shortcuts import sequence_rate
+    from random_policy import sequence_rate
 
     found = importlib.util.spec_from_file_location("guess_template_env", BENCH.parents[1] / "templates" / "guess" / "my_env.py")
     guess = importlib.util.module_from_spec(found)  # not as `my_env`: other tests import their own

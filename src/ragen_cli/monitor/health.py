@@ -100,9 +100,7 @@ def smoothed(xs: list[float], k: int) -> list[float]:
 def drop_ratio(xs: list[float], window: int, smooth: int) -> float | None:
     """s_now / max(s over the `window` values before now); None without history or a zero peak."""
     s = smoothed(xs, smooth)
-    if len(s) < 2:
-        return None
-    peak = max(s[max(0, len(s) - 1 - window) : -1])
+    peak = max(s[max(0, len(s) - 1 - window) : -1], default=0.0)  # no value before now: None
     return s[-1] / peak if peak > 1e-12 else None
 
 
@@ -372,12 +370,13 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
 
 
 def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
-    """Narrowing, progress and failure (module doc). The warm-up hides warnings (narrowing while
-    the format is learned is normal), not a collapse once `smooth` steps, and a trained one (step
-    1 samples the base model), exist (2026-11-27)."""
+    """Narrowing, progress and failure (module doc). The warm-up hides warnings, not a collapse
+    once `smooth` steps and a trained one (step 1 samples the base model) exist (2026-11-27)."""
     early = len(history) < max(cfg.warmup_steps, 1)
+    if early and len(history) < max(cfg.smooth, 2):
+        return Verdict("healthy", [], step)
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
-    if not narrowing or (early and len(history) < max(cfg.smooth, 2)):
+    if not narrowing:
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)
     going = progress(history, cfg)
