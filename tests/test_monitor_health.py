@@ -369,3 +369,27 @@ def test_a_grad_spike_that_the_reward_spread_explains_is_learning():
     assert alone is not None and alone.message.endswith("(limit 5)")
     # no spike in the grad norm: nothing, whatever the spread does
     assert grad_spike(_grad_history([0.1] * 6, [0.1] * 5 + [0.01]), CFG) is None
+
+
+def test_constant_rewards_at_mostly_success_are_convergence_not_collapse():
+    # solved 1.0 (the +20% setting): success climbs 0.04 a step to a plateau; from step 25 every
+    # group's reward is constant (zero_std 1.0), entropy 1.0 -> 0.05, in-group std 0.4 -> 0.02.
+    # Plateau 0.88 (a dataset task's converged 4x runs): the smoothed success reached .88 at step
+    # 24 ((.88+.88+.88)/3; .84 at 22, .8667 at 23), so from step 29 no high within 5 steps.
+    # Step 29: narrowing (entropy .05/1, std .02/.4), no progress, zero_std (1, 1, 1) >= .95 but
+    # success .88 >= 1/2: most constant groups succeed, so no_variance is no failure; no fall, a
+    # gain: a warning (and no_signal from step 27), never a collapse. The same run on a plateau
+    # of 0.3 (a shortcut, or the bandit's safe arm): .3 < 1/2, no_variance -> collapse at step 27
+    # (success last rose at step 8: s8 = (.24+.28+.3)/3 = .273, s9 = .293, s10 = .3, no high since).
+    cfg = HealthSpec(solved=1.0)
+    narrow = {"actor/entropy": lambda t: 1.0 if t < 25 else 0.05,
+              "reward/task_in_group_std": lambda t: 0.4 if t < 25 else 0.02,
+              "filter/zero_std_frac": lambda t: 0.1 if t < 25 else 1.0}
+    high = run(lambda t: min(0.88, 0.04 * t), **narrow)
+    lv = levels(high, cfg)
+    assert "collapse" not in lv and lv[28] == "warning"
+    assert failure(high[:29], cfg) is None
+    low = run(lambda t: min(0.3, 0.04 * t), **narrow)
+    assert levels(low, cfg)[26] == "collapse" and failure(low[:27], cfg).signal == "no_variance"
+    # at the boundary: a smoothed success of exactly 1/2 counts as mostly succeeding
+    assert failure(run(lambda t: 0.5, **narrow)[:27], cfg).signal == "no_gain"

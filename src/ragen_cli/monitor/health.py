@@ -13,8 +13,9 @@ of evidence:
 - *progress* (`progress`): success has reached a new high within `progress_window` steps, or
   I(X;Z) has (the policy is learning to read the state), or success is at `solved`;
 - *failure* (`failure`): success fell to `fall_ratio` of its peak after a gain, or every group's
-  reward is constant (`dead_frac`: nothing left to learn from), or success has gained nothing
-  over its start (`no_gain`). No rule counts elapsed steps.
+  reward is constant (`dead_frac`: nothing left to learn from) while success is below 1/2 (most
+  groups fail), or success has gained nothing over its start (`no_gain`). No rule counts
+  elapsed steps.
 
 Verdict: healthy while warming up (a collapse excepted), solved, or without narrowing signals;
 narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain`
@@ -61,11 +62,8 @@ class Verdict:
     step: int | None = None
 
     def to_event(self) -> dict:
-        """Payload for `RunDir.write_event("health", step, **verdict.to_event())`.
-
-        Non-finite numbers (a grad-norm z-score against a zero MAD is +inf) become None, so
-        events.jsonl stays strict JSON.
-        """
+        """Payload for `RunDir.write_event("health", step, **verdict.to_event())`. Non-finite
+        numbers (a grad-norm z-score against a zero MAD is +inf) become None: strict JSON."""
         reasons = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
                    for r in self.reasons]
         return {"level": self.level, "reasons": reasons}
@@ -289,10 +287,11 @@ def solved(history: list[dict], cfg: "HealthSpec") -> bool:
 
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """Evidence that narrowing has become a collapse: success fell after a gain, no group has
-    any reward variance left, or success never rose `progress_min` above its start (smoothed)."""
+    any reward variance left while most fail, or success never rose `progress_min` above its
+    start (smoothed)."""
     name = score_name(history)
-    if name is not None:
-        s = smoothed(series(history, name), cfg.smooth)
+    s = smoothed(series(history, name), cfg.smooth) if name is not None else []
+    if s:
         peak, start = max(s), s[0]
         noise = sampling_margin(history, name, peak, cfg)  # a gain and a fall beyond sampling noise
         if peak - start >= max(cfg.progress_min, noise) and peak - s[-1] >= noise \
@@ -301,14 +300,14 @@ def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
                           f"{name} fell to {s[-1]:.3g} from its peak {peak:.3g} (limit: {cfg.fall_ratio:.0%} of the gain kept)",
                           "collapse")
     zero = series(history, "filter/zero_std_frac", cfg.smooth)
-    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac:
+    # With every group's reward constant, train/success is the share of groups that always
+    # succeed: from 1/2 up most of them are successes, a converged policy short of `solved`.
+    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac and not (name == "train/success" and s[-1] >= 0.5):
         return Reason("no_variance", min(zero), cfg.dead_frac,
                       f"{min(zero):.0%} of groups have one reward for all their rollouts: no learning signal left", "collapse")
-    if name is not None:
-        s = smoothed(series(history, name), cfg.smooth)
-        if len(s) > 1 and max(s) - s[0] < cfg.progress_min:
-            return Reason("no_gain", max(s) - s[0], cfg.progress_min,
-                          f"{name} has gained nothing over its start ({max(s) - s[0]:+.3g})", "collapse")
+    if len(s) > 1 and max(s) - s[0] < cfg.progress_min:
+        return Reason("no_gain", max(s) - s[0], cfg.progress_min,
+                      f"{name} has gained nothing over its start ({max(s) - s[0]:+.3g})", "collapse")
     return None
 
 
