@@ -250,3 +250,23 @@ def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
     assert (first["bandit-s-bf16-seed18"], summary["slow_min_lead"]) == (11, 4)
     assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["caught"] == summary["collapse_runs"] == 3
     assert summary["learning_runs"] == 4  # seeds 17, 27, 28 (Bandit 1.00) and larger-4x 77 (0.97)
+
+
+def test_converged_learners_at_solved_one_are_not_called_collapsed():
+    """`solved` 1.0 (its +20% setting) on two converged dataset-task learners: `larger` 4x seed 73
+    has train success 1.00, 0.88, 0.88 at steps 25-27 with every group one reward (zero_std 1.0),
+    smoothed 0.92: not solved at 1.0, but 0.92 >= 1/2, so `no_variance` is no failure and step 27
+    is a warning (no_signal beside the narrowing), not the collapse it was before 2026-11-27.
+    GPU vanilla 4x seed 203 likewise. The default `solved` 0.9 leaves both healthy throughout."""
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    hc = _bench()
+    runs = [BENCH.parent / "health_corpus_fresh" / "runs" / "fresh-larger4x-bf16-seed73",
+            BENCH.parent / "health_corpus_gpu" / "runs" / "gpu-vanilla-larger4x-seed203"]
+    for run in runs:
+        strict = replay(run, HealthSpec(solved=1.0), collapse_every=hc.default_cadence())
+        assert strict.first_collapse() is None and strict.first_warning() is not None
+        assert replay(run, HealthSpec(), collapse_every=hc.default_cadence()).first_warning() is None
+    t = replay(runs[0], HealthSpec(solved=1.0), collapse_every=hc.default_cadence())
+    assert t.first_warning().step == 27 and t.first_warning().reasons[0].signal == "no_signal"
