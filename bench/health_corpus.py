@@ -478,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sweep":
         sweep(json.loads((CORPUS / "labels.json").read_text()))
         return 0
+    from ragen_cli.spec.health_spec import HealthSpec
+
     labels = [{**lab, "corpus": str(c)} for c in corpora for lab in json.loads((c / "labels.json").read_text())]
     rows, summary = evaluate(labels)
     shaky = robust(labels)
@@ -491,11 +493,13 @@ def main(argv: list[str] | None = None) -> int:
         "loro_missed": sum(h["label"] == "collapse" and h["first_collapse"] is None for h in held),
         "collapse_every": default_cadence(),
     })
-    print("+-20% of one threshold at a time: the settings that change anything")
+    print("+-20% of one threshold at a time (an integer rounded: the move in brackets), the settings that change anything:")
+    defaults = HealthSpec()
     for r in shaky:
         if (r["false_collapse"], r["caught"], r["learners_warned"]) != (summary["false_collapse"], summary["caught"],
                                                                          summary["learners_warned"]):
-            print(f"  {r['field']} = {r['value']:g}: false collapse {r['false_collapse']}, caught {r['caught']}/"
+            move = r["value"] / getattr(defaults, r["field"]) - 1
+            print(f"  {r['field']} = {r['value']:g} ({move:+.0%}): false collapse {r['false_collapse']}, caught {r['caught']}/"
                   f"{r['collapse_runs']}, learners warned {r['learners_warned']}/{r['learning_runs']}")
     print("leave one run out (the SWEEP setting chosen on the others), where the held-out verdict differs from the label:")
     for h in held:
