@@ -270,3 +270,27 @@ def test_converged_learners_at_solved_one_are_not_called_collapsed():
         assert replay(run, HealthSpec(), collapse_every=hc.default_cadence()).first_warning() is None
     t = replay(runs[0], HealthSpec(solved=1.0), collapse_every=hc.default_cadence())
     assert t.first_warning().step == 27 and t.first_warning().reasons[0].signal == "no_signal"
+
+
+def test_fresh3_corpus_held_out_for_the_no_variance_change():
+    """The fourteenth session's runs (docs/health.md, "The fourteenth session's runs"), listed and
+    started before the change to `no_variance` was written. By hand from the committed copies: ten
+    learners (StarPO-S Bandit bf16 19, 20, 49 and fp32 29, 30, 39, 59: 0.05 -> 0.98-1.00; `larger`
+    4x 79, 80, 90: 0.03 -> 0.92-1.00), none warned; StarPO-S bf16 seed 21 still rising at its last
+    validation (0.9375 < 1 - 2 sqrt(0.9375 x 0.0625 / 64) = 0.9395, the ceiling clause): shortcut;
+    20x seed 93 names Phoenix (the safe arm) in 8 of 8 saved trajectories at steps 2-4 and from
+    step 6 on (3 of 8 at step 5): template collapse, onset 6, called at 8."""
+    hc = _bench()
+    corpus = BENCH.parent / "health_corpus_fresh3"
+    committed = json.loads((corpus / "labels.json").read_text())
+    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
+    by = {lab["run"].removeprefix("fresh3-"): lab for lab in committed}
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-bf16-seed19", "bandit-s-bf16-seed20", "bandit-s-bf16-seed49", "bandit-s-fp32-seed29",
+        "bandit-s-fp32-seed30", "bandit-s-fp32-seed39", "bandit-s-fp32-seed59", "larger4x-bf16-seed79",
+        "larger4x-bf16-seed80", "larger4x-bf16-seed90"]
+    assert (by["bandit-s-bf16-seed21"]["label"], by["bandit-s-bf16-seed21"]["final"]) == ("shortcut", 0.9375)
+    assert (by["bandit-lr4e3-keep1-bf16-seed93"]["label"], by["bandit-lr4e3-keep1-bf16-seed93"]["onset"]) == ("collapse", 6)
+    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
+    assert {r["run"]: r["first_collapse"] for r in rows if r["label"] == "collapse"} == {"fresh3-bandit-lr4e3-keep1-bf16-seed93": 8}
+    assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["max_onset_delay"] == 2
