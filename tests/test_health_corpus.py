@@ -264,12 +264,11 @@ def test_converged_learners_at_solved_one_are_not_called_collapsed():
     hc = _bench()
     runs = [BENCH.parent / "health_corpus_fresh" / "runs" / "fresh-larger4x-bf16-seed73",
             BENCH.parent / "health_corpus_gpu" / "runs" / "gpu-vanilla-larger4x-seed203"]
-    for run in runs:
-        strict = replay(run, HealthSpec(solved=1.0), collapse_every=hc.default_cadence())
-        assert strict.first_collapse() is None and strict.first_warning() is not None
+    strict = [replay(run, HealthSpec(solved=1.0), collapse_every=hc.default_cadence()) for run in runs]
+    for run, t in zip(runs, strict):
+        assert t.first_collapse() is None and t.first_warning() is not None
         assert replay(run, HealthSpec(), collapse_every=hc.default_cadence()).first_warning() is None
-    t = replay(runs[0], HealthSpec(solved=1.0), collapse_every=hc.default_cadence())
-    assert t.first_warning().step == 27 and t.first_warning().reasons[0].signal == "no_signal"
+    assert strict[0].first_warning().step == 27 and strict[0].first_warning().reasons[0].signal == "no_signal"
 
 
 def test_fresh3_corpus_held_out_for_the_no_variance_change():

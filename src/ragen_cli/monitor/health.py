@@ -233,6 +233,10 @@ SIGNALS = NARROWING  # the names a spec or the TUI may refer to
 # Replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template collapse), or half repeat
 # another word for word (RAGEN's "repetitive templates"); a slow learner's replies still differ.
 STATE_BLIND = ("template", "identical_replies")
+# With every group's reward constant, train/success is the share of groups that always succeed:
+# from MOSTLY up most of them are successes (a policy converged short of `solved`), so
+# `no_variance` is no failure there. The midpoint, a constant of the rule, not a threshold.
+MOSTLY = 0.5
 
 
 def score_name(history: list[dict]) -> str | None:
@@ -300,9 +304,7 @@ def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
                           f"{name} fell to {s[-1]:.3g} from its peak {peak:.3g} (limit: {cfg.fall_ratio:.0%} of the gain kept)",
                           "collapse")
     zero = series(history, "filter/zero_std_frac", cfg.smooth)
-    # With every group's reward constant, train/success is the share of groups that always
-    # succeed: from 1/2 up most of them are successes, a converged policy short of `solved`.
-    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac and not (name == "train/success" and s[-1] >= 0.5):
+    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac and not (name == "train/success" and s[-1] >= MOSTLY):
         return Reason("no_variance", min(zero), cfg.dead_frac,
                       f"{min(zero):.0%} of groups have one reward for all their rollouts: no learning signal left", "collapse")
     if len(s) > 1 and max(s) - s[0] < cfg.progress_min:
