@@ -8,6 +8,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
     .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
     .venv/bin/python bench/health_corpus.py table                # the runs as a Markdown table (docs/health.md)
+    .venv/bin/python bench/health_corpus.py margins              # each threshold's safe band (takes several --corpus)
 
 Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
 folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
@@ -397,6 +398,46 @@ def robust(labels: list[dict]) -> list[dict]:
     return out
 
 
+MARGIN_FACTORS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0)
+
+
+def margins(labels: list[dict]) -> None:
+    """How wide is each threshold's safe band? For each field of THRESHOLDS, the detector with that
+    field at its default x each of MARGIN_FACTORS (others at their defaults; an integer rounded, a
+    value past a bound pulled inside it, repeats dropped), marked: `+` targets 1 and 2 of
+    docs/health.md hold (no false collapse, at most 2 learners warned, every collapse called
+    within 2 steps of onset, and every collapse with onset >= 8 warned 3 steps ahead), `c` all
+    but the last (the slow lead), `-` not even that. Then the band of values around the default
+    where `c` or `+` holds, and its width hi / lo: target 3 (1 and 2 with each threshold moved
+    +-20%) needs a width of at least 1.2 / 0.8 = 1.5 with the default inside it, for every field."""
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    defaults = HealthSpec()
+    print("field (default): value mark ...  |  band around the default where 1 and 2's calls hold, width")
+    for field in THRESHOLDS:
+        default = getattr(defaults, field)
+        values = sorted({default if f == 1.0 else (moved(field, f) if moved(field, f) is not None else default)
+                         for f in MARGIN_FACTORS})
+        marks = {}
+        for value in values:
+            _, m = evaluate(labels, HealthSpec(**{field: value}))
+            calls = m["false_collapse"] == 0 and m["learners_warned"] <= 2 and m["caught"] == m["collapse_runs"] \
+                and (m["max_onset_delay"] or 0) <= 2
+            lead = m["slow_min_lead"] is None or m["slow_min_lead"] >= 3
+            marks[value] = "+" if calls and lead else ("c" if calls else "-")
+        i = values.index(default)
+        lo = hi = None
+        if marks[default] != "-":
+            j, k = i, i
+            while j > 0 and marks[values[j - 1]] != "-":
+                j -= 1
+            while k < len(values) - 1 and marks[values[k + 1]] != "-":
+                k += 1
+            lo, hi = values[j], values[k]
+        band = "none" if lo is None else f"[{lo:g}, {hi:g}] width {hi / lo:.2f}" if lo > 0 else f"[{lo:g}, {hi:g}]"
+        print(f"{field} ({default:g}): " + " ".join(f"{v:g}{marks[v]}" for v in values) + f"  |  {band}")
+
+
 def loro(labels: list[dict]) -> list[dict]:
     """Leave one run out: for each run, the SWEEP setting chosen on the other runs (fewest false
     collapses, then most collapses caught, then fewest learners warned, then the largest median
@@ -444,14 +485,14 @@ def table(labels: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", nargs="?", default="evaluate",
-                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table"])
+                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins"])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--corpus", type=Path, action="append",
                     help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
                          "The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
-    if len(corpora) > 1 and args.command != "evaluate":
+    if len(corpora) > 1 and args.command not in ("evaluate", "margins"):
         ap.error(f"{args.command} works on one --corpus; the replay (no command) takes several")
     global CORPUS
     CORPUS = corpora[0]
@@ -481,6 +522,9 @@ def main(argv: list[str] | None = None) -> int:
     from ragen_cli.spec.health_spec import HealthSpec
 
     labels = [{**lab, "corpus": str(c)} for c in corpora for lab in json.loads((c / "labels.json").read_text())]
+    if args.command == "margins":
+        margins(labels)
+        return 0
     rows, summary = evaluate(labels)
     shaky = robust(labels)
     held = loro(labels)

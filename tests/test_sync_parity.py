@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from ragen_cli.rollout.parity import (FP32_RESOLUTION, PEAK_FLOOR, STALE_Z, ParityError, check_sync, judge_sync, rms,
-                                      unsure)
+from ragen_cli.rollout.parity import (FP32_RESOLUTION, PEAK_FLOOR, STALE_Z, ParityError, check_sync, judge_sync, lags,
+                                      rms, unsure)
 
 
 def test_rms():
@@ -55,6 +55,16 @@ def test_fresh_stale_and_broken_on_four_tokens():
     with pytest.raises(ParityError, match=r"rms log-prob gap 0.5001 over 4 tokens > 0.05 .*half-applied"):
         check_sync(stale, 0.05, 3.0)
     assert check_sync(fresh, 0.05, 3.0) is fresh
+
+
+def test_the_lag_rule_in_units():
+    # unit 1: a stale engine (lag 1) is decided from an update of 2 units; half-synced (lag 1/2)
+    # from 4, where it misses 2; a lag of 1/4 never, however large the update
+    assert lags(1.0, 2.0, 1.0) and not lags(1.0, 1.99, 1.0)
+    assert lags(0.5, 4.0, 1.0) and not lags(0.5, 3.9, 1.0)
+    assert not lags(0.25, 100.0, 1.0) and lags(0.26, 7.7, 1.0)  # 0.26 x 7.7 = 2.002
+    # a noisy lag estimate on an update under 2 units decides nothing, whatever it reads
+    assert not lags(3.0, 1.0, 1.0) and not lags(math.nan, 0.0, 1.0)
 
 
 def test_the_tolerance_follows_the_measured_noise():

@@ -41,9 +41,10 @@ Two ways a sync fails:
    bf16 weights, kernels rounding the new and the old logits alike), which shows as a lag of
    about `noise / moved` in a healthy sync (seen in a real merged-LoRA run on SmolLM2 in bf16,
    specs/larger.yaml: lag 0.63, 0.56, 0.36 at noise / moved 0.84, 0.64, 0.37). So a sync fails
-   when `lag > 1/4` and the part of the update the engine misses, `lag x moved`, is at least
-   `2 x unit`, with `unit = max(2 x noise_after, STALE_Z x noise_after / sqrt(k))`: a stale engine
-   is decided from `moved >= 2 x unit`, a half-synced one from `4 x unit`. The rounding part stays
+   when the update is decidable (`moved >= 2 x unit`), `lag > 1/4`, and the part of the update
+   the engine misses, `lag x moved`, is at least `2 x unit`, with
+   `unit = max(2 x noise_after, STALE_Z x noise_after / sqrt(k))`: a stale engine is decided
+   from `moved >= 2 x unit`, a half-synced one from `4 x unit`. The rounding part stays
    below that: the 770 bf16 syncs of the health corpora's runs (`bench/parity_lags.py`) miss at
    most 1.07 units (median 0.31 of those with lag > 1/4), and the random part is past STALE_Z =
    4 standard deviations (one-sided normal tail 3e-5 per sync). The rule before (2026-11-27) read
@@ -100,9 +101,9 @@ def unsure(logprobs: list[float]) -> float:
 
 
 def lags(lag: float, moved: float, unit: float) -> bool:
-    """The lag rule (module doc): `lag > 1/4` and the part of the update the engine misses,
-    `lag x moved`, at least 2 units. False for a nan lag (nothing moved)."""
-    return lag > 0.25 and lag * moved >= 2 * unit
+    """The lag rule (module doc): an update of at least 2 units (decidable), `lag > 1/4`, and the
+    part of it the engine misses, `lag x moved`, at least 2 units. False for a nan lag."""
+    return moved >= 2 * unit and lag > 0.25 and lag * moved >= 2 * unit
 
 
 @dataclass(frozen=True)
