@@ -401,6 +401,20 @@ def robust(labels: list[dict]) -> list[dict]:
 MARGIN_FACTORS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0)
 
 
+def safe_band(marks: dict[float, str], default: float) -> tuple[float, float] | None:
+    """The widest run of values around `default` whose mark is not "-" (lowest, highest), or
+    None when the default itself fails."""
+    values = sorted(marks)
+    if marks[default] == "-":
+        return None
+    j = k = values.index(default)
+    while j > 0 and marks[values[j - 1]] != "-":
+        j -= 1
+    while k < len(values) - 1 and marks[values[k + 1]] != "-":
+        k += 1
+    return values[j], values[k]
+
+
 def margins(labels: list[dict]) -> None:
     """How wide is each threshold's safe band? For each field of THRESHOLDS, the detector with that
     field at its default x each of MARGIN_FACTORS (others at their defaults; an integer rounded, a
@@ -425,16 +439,8 @@ def margins(labels: list[dict]) -> None:
                 and (m["max_onset_delay"] or 0) <= 2
             lead = m["slow_min_lead"] is None or m["slow_min_lead"] >= 3
             marks[value] = "+" if calls and lead else ("c" if calls else "-")
-        i = values.index(default)
-        lo = hi = None
-        if marks[default] != "-":
-            j, k = i, i
-            while j > 0 and marks[values[j - 1]] != "-":
-                j -= 1
-            while k < len(values) - 1 and marks[values[k + 1]] != "-":
-                k += 1
-            lo, hi = values[j], values[k]
-        band = "none" if lo is None else f"[{lo:g}, {hi:g}] width {hi / lo:.2f}" if lo > 0 else f"[{lo:g}, {hi:g}]"
+        got = safe_band(marks, default)
+        band = "none" if got is None else f"[{got[0]:g}, {got[1]:g}] width {got[1] / got[0]:.2f}"
         print(f"{field} ({default:g}): " + " ".join(f"{v:g}{marks[v]}" for v in values) + f"  |  {band}")
 
 

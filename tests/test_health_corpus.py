@@ -121,6 +121,16 @@ def test_moved_thresholds():
     assert hc.moved("dead_frac", 1.2) == 1.0 and hc.moved("std_warn", 2.5) == 0.99  # pulled inside le=1 / lt=1
 
 
+def test_safe_band_is_the_run_of_passing_values_around_the_default():
+    hc = _bench()
+    # smooth on the held-out corpora: only the default passes
+    assert hc.safe_band({2: "-", 3: "c", 4: "-", 5: "-"}, 3) == (3, 3)
+    # a band reaching the low end, cut above the default: 0.55 / 0.25 = 2.2 x wide
+    marks = {0.25: "c", 0.3: "+", 0.35: "c", 0.4: "c", 0.45: "c", 0.5: "c", 0.55: "c", 0.6: "-", 0.7: "c"}
+    assert hc.safe_band(marks, 0.5) == (0.25, 0.55)  # the pass at 0.7 is past a failure: not in it
+    assert hc.safe_band({0.9: "-", 1.0: "c"}, 0.9) is None
+
+
 def test_thinned_keeps_collapse_metrics_on_the_cadence_only():
     from ragen_cli.monitor.replay import thinned
 
