@@ -51,19 +51,21 @@ def syncs() -> list[dict]:
 
 
 STOP = re.compile(r"lie (\d+)% of the way back .*rms gap ([\d.e+-]+) to the new weights, ([\d.e+-]+) to the old "
-                  r"ones, over (\d+) tokens the update moved by rms ([\d.e+-]+); the kernels' noise ([\d.e+-]+)")
+                  r"ones, over (\d+) tokens the update moved by rms ([\d.e+-]+); the kernels' noise ([\d.e+-]+)"
+                  r"(?:, ([\d.e+-]+) expected after the update)?")
 
 
 def stops() -> list[dict]:
-    """The "lagging" ParityErrors of the corpora's error events, with their numbers (the noise
-    after the update was not in the message then: the noise before stands in, which gives the
-    smallest unit, so a sync that passes with it passes with any noise_after >= it)."""
+    """The "lagging" ParityErrors of the corpora's error events, with their numbers. Messages
+    before 2026-11-27 do not give the noise after the update: the noise before stands in, which
+    gives the smallest unit, so a sync that passes with it passes with any noise_after >= it."""
     out = []
     for path in sorted(BENCH.glob("health_corpus*/runs/*/events.jsonl")):
         for line in path.read_text().splitlines():
             m = STOP.search(json.loads(line).get("error") or "")
             if m:
-                gap, old, tokens, moved, noise = float(m[2]), float(m[3]), int(m[4]), float(m[5]), float(m[6])
+                gap, old, tokens, moved = float(m[2]), float(m[3]), int(m[4]), float(m[5])
+                noise = float(m[7] or m[6])
                 lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5
                 out.append({"run": path.parent.name, "lag": lag, "moved": moved, "noise_after": noise,
                             "tokens": tokens, "unit": max(2 * noise, FP32_RESOLUTION)})

@@ -43,6 +43,10 @@ def test_fresh_stale_and_broken_on_four_tokens():
     assert s.decidable and s.lag > 0.9 and s.verdict == "lagging"
     with pytest.raises(ParityError, match="lie 100% of the way back to the weights from before the update"):
         check_sync(s, 0.05, 3.0)
+    # the message gives the noise the check expected after the update: 0.01 x (1 - e^-1.045) /
+    # (1 - e^-1) = 0.01026 (the probe's tokens a little less likely), so a stop can be judged from it
+    with pytest.raises(ParityError, match=r"the kernels' noise 0.01, 0.01026 expected after the update"):
+        check_sync(s, 0.05, 3.0)
     # a third of the way back (a partial sync): lag 1/3 > 1/4. The update makes the tokens less
     # likely (p 0.368 -> 0.301 at moved 0.2), so the noise after is 0.01 x (1 - 0.301) / (1 -
     # 0.368) = 0.01106, unit 0.0221: missed 0.2 / 3 = 0.0667 >= 2 x 0.0221 (lagging); at moved 0.12

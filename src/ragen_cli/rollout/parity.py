@@ -47,7 +47,7 @@ Two ways a sync fails:
    from `moved >= 2 x unit`, a half-synced one from `4 x unit`. The rounding part stays
    below that: the 770 bf16 syncs of the health corpora's runs (`bench/parity_lags.py`) miss at
    most 1.07 units (median 0.31 of those with lag > 1/4), and the random part is past STALE_Z =
-   4 standard deviations (one-sided normal tail 3e-5 per sync). The rule before (2026-11-27) read
+   4 standard deviations (one-sided normal tail 3e-5 per sync). The rule until 2026-11-27 read
    `lag > 1/2` once `moved >= 2 x unit`: it stopped a healthy bf16 run (larger 4x seed 80, step 12:
    lag 0.55 at moved 0.33, noise 0.072, a miss of 1.27 units; resumed, it learned to 1.00). As
    the gap of a lagging engine is about `lag x moved`, in bf16 the size check above (3 x
