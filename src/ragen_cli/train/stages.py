@@ -236,12 +236,12 @@ def parity_baseline(run, batch: Batch) -> ParityBaseline:
 def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
     """After the sync: the same rows again, judged against the baseline (rollout/parity.py);
     raises ParityError when the engine serves stale or broken weights; returns the sync metrics."""
-    from ragen_cli.rollout.parity import check_sync, judge_sync
+    from ragen_cli.rollout.parity import check_sync, judge_sync, recent_noise
 
     r = run.spec.rollout
     trainer_new, engine_after = probe_logprobs(run, base.probe)
     check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
-                       r.parity_noise_factor)
+                       r.parity_noise_factor, recent_noise(run.state.history))
     return check_sync(check, r.parity_threshold, r.parity_noise_factor).metrics()
 
 
