@@ -32,9 +32,10 @@ import statistics
 from pathlib import Path
 
 from ragen_cli.rollout.parity import FP32_RESOLUTION, lags, recent_noise
+from ragen_cli.spec.models import RolloutSpec
 
 BENCH = Path(__file__).parent
-FACTOR, THRESHOLD = 3.0, 0.05  # rollout.parity_noise_factor and rollout.parity_threshold (defaults)
+FACTOR, THRESHOLD = RolloutSpec().parity_noise_factor, RolloutSpec().parity_threshold  # the defaults: 3, 0.05
 
 
 def old_lag_rule(lag: float, moved: float, unit: float) -> bool:
