@@ -116,7 +116,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("perf/update_tokens_per_s", "tokens/s", "Tokens (prompt and reply) processed per second by the update."),
     ("sync/parity_gap", "nats", "Root-mean-square log-prob gap between trainer and rollout engine on the probe's tokens after a sync (rollout/parity.py)."),
     ("sync/parity_noise", "nats", "The same gap before the update, when both hold the same weights: the kernels' own disagreement at this precision."),
-    ("sync/parity_noise_after", "nats", "The noise expected after the update: sync/parity_noise scaled by how much less sure the new weights are of the probe's tokens, rms(1 - p) new over old (rollout/parity.py); the size check allows parity_noise_factor times it."),
+    ("sync/parity_noise_after", "nats", "The noise expected after the update: sync/parity_noise scaled by how much less sure the new weights are of the probe's tokens, rms(1 - p) new over old, and never below the largest sync/parity_noise of the last 5 steps (rollout/parity.py); the size check allows parity_noise_factor times it."),
     ("sync/parity_moved", "nats", "Root-mean-square change of the probe tokens' log-probs made by the update (trainer, before vs after)."),
     ("sync/parity_lag", "fraction", "How far back toward the weights from before the update the engine's log-probs lie after a sync: about 0 when it serves the new weights, 1 when it serves the old ones (rollout/parity.py); absent when the update moved nothing."),
 ]
