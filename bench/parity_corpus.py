@@ -14,7 +14,9 @@ run's records before it: the largest noise of the last RECENT steps).
 Printed, over the bf16-like syncs (noise >= 1e-3):
 - the size check: `gap / tolerance`, the tolerance `max(rollout.parity_threshold, factor x
   scale)` (0.05 and 3, the defaults) with the scale `noise_after` (the check until 2026-11-27) or
-  `max(noise_after, recent)` (since); a sync is stopped above 1;
+  `max(noise_after, recent)` (since); a sync is stopped above 1. Syncs made with the check since
+  log `noise_after` with `recent` in it: where it equals `recent` the noise before stands in for
+  the check until then (the scaled noise is at least that, so the stand-in judges no more leniently);
 - the lag rule: `lag x moved / unit`, the part of the update the engine misses in units,
   `unit = max(2 x noise_after, FP32_RESOLUTION)` (parity.py's unit less its random part `STALE_Z x
   noise_after / sqrt(k)`, which with k >= 64 is never the larger; k is not logged), over the syncs
@@ -93,8 +95,11 @@ def stops() -> list[dict]:
 
 def verdicts(s: dict) -> tuple[str, str]:
     """(check until 2026-11-27, check since) on one sync's numbers: "off", "lagging" or "ok"."""
+    # a sync made since logs noise_after with `recent` in it; where the two are equal the scaled
+    # noise alone is unknown, and the noise before (no larger) stands in for the check until then
+    until = s["noise_after"] if s["noise_after"] > s["recent"] else min(s["noise_after"], s.get("noise", s["noise_after"]))
     out = []
-    for after, lag_rule in ((s["noise_after"], old_lag_rule), (max(s["noise_after"], s["recent"]), lags)):
+    for after, lag_rule in ((until, old_lag_rule), (max(s["noise_after"], s["recent"]), lags)):
         unit = max(2 * after, FP32_RESOLUTION)
         if s["gap"] > max(THRESHOLD, FACTOR * after):
             out.append("off")
@@ -114,7 +119,8 @@ def main() -> int:
     rows = syncs()
     bf16 = [r for r in rows if r["noise"] >= 1e-3]
     print(f"{len(rows)} recorded syncs in {len({r['run'] for r in rows})} runs; {len(bf16)} bf16-like (noise >= 1e-3)")
-    before = [r["gap"] / max(THRESHOLD, FACTOR * r["noise_after"]) for r in bf16]
+    before = [r["gap"] / max(THRESHOLD, FACTOR * (r["noise_after"] if r["noise_after"] > r["recent"] else r["noise"]))
+              for r in bf16]
     since = [r["gap"] / max(THRESHOLD, FACTOR * max(r["noise_after"], r["recent"])) for r in bf16]
     print(f"gap / tolerance, the tolerance from noise_after:              {spread(before)}")
     print(f"gap / tolerance, the tolerance from max(noise_after, recent): {spread(since)}   (bound 1)")
@@ -122,7 +128,8 @@ def main() -> int:
     missed = [r["lag"] * r["moved"] / r["unit"] for r in lagged]
     print(f"lag x moved / unit, the {len(lagged)} with lag > 1/4: {spread(missed)}   (bound 2)")
     judged = [verdicts(r) for r in rows]
-    print(f"recorded syncs stopped: {sum(v[0] != 'ok' for v in judged)} by the check until 2026-11-27, "
+    hit = [f"{r['run']}@{r['step']}" for r, v in zip(rows, judged) if v[0] != "ok"]
+    print(f"recorded syncs stopped: {len(hit)} by the check until 2026-11-27 ({', '.join(hit) or 'none'}), "
           f"{sum(v[1] != 'ok' for v in judged)} by the check since")
     stopped = stops()
     for s in stopped:

@@ -303,3 +303,35 @@ def test_fresh3_corpus_held_out_for_the_no_variance_change():
     rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
     assert {r["run"]: r["first_collapse"] for r in rows if r["label"] == "collapse"} == {"fresh3-bandit-lr4e3-keep1-bf16-seed93": 8}
     assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["max_onset_delay"] == 2
+
+
+def test_fresh4_corpus_held_out_with_the_detector_unchanged():
+    """The fifteenth session's runs (docs/health.md), listed before they were made, none read
+    before the session's last health-rule decision (none changed). By hand from the committed
+    copies: six learners (StarPO-S Bandit bf16 22, 23 and fp32 35: 0.05 -> 0.97-1.00; `larger` 4x
+    80, 94 and 16x 98: 0.03 -> 0.92-1.00), two of them warned: bf16 seed 23 at step 8 (I(X;Z)/H(X)
+    down from 0.12 to 0.05 while its success was 0.06) and 4x seed 94 at step 24 (its smoothed
+    train success 0.863, just under `solved` less its margin). Three keep a gain only to the
+    shortcut "always the first number" (0.56): 4x 95 and 96, 16x 97. 16x seed 99 gained (0.03 ->
+    0.56) and lost it (0.03 at the end): an Echo Trap, onset 18, called at step 7 when its
+    train success fell."""
+    hc = _bench()
+    corpus = BENCH.parent / "health_corpus_fresh4"
+    committed = json.loads((corpus / "labels.json").read_text())
+    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
+    by = {lab["run"].removeprefix("fresh4-"): lab for lab in committed}
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-bf16-seed22", "bandit-s-bf16-seed23", "bandit-s-fp32-seed35", "larger16x-bf16-seed98",
+        "larger4x-bf16-seed80", "larger4x-bf16-seed94"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "larger16x-bf16-seed97", "larger4x-bf16-seed95", "larger4x-bf16-seed96"]
+    assert (by["larger16x-bf16-seed99"]["label"], by["larger16x-bf16-seed99"]["onset"]) == ("collapse", 18)
+    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
+    got = {r["run"].removeprefix("fresh4-"): (r["first_warning"], r["first_collapse"]) for r in rows
+           if r["label"] in ("learns", "collapse")}
+    assert got == {"bandit-s-bf16-seed22": (None, None), "bandit-s-bf16-seed23": (8, None),
+                   "bandit-s-fp32-seed35": (None, None), "larger16x-bf16-seed98": (None, None),
+                   "larger4x-bf16-seed80": (None, None), "larger4x-bf16-seed94": (24, None),
+                   "larger16x-bf16-seed99": (7, 7)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 2 and summary["gain_then_loss_runs"] == 1
+
