@@ -17,6 +17,16 @@ def _bench():
     return mod
 
 
+def _relabelled(name: str):
+    """(bench module, corpus folder, committed labels, labels by run name less the corpus prefix)
+    of held-out corpus `bench/health_corpus_<name>`, after checking its labels follow the rule."""
+    hc = _bench()
+    corpus = BENCH.parent / f"health_corpus_{name}"
+    committed = json.loads((corpus / "labels.json").read_text())
+    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
+    return hc, corpus, committed, {lab["run"].removeprefix(f"{name}-"): lab for lab in committed}
+
+
 def test_labels_follow_the_rule():
     hc = _bench()
     committed = json.loads((hc.CORPUS / "labels.json").read_text())
@@ -289,11 +299,7 @@ def test_fresh3_corpus_held_out_for_the_no_variance_change():
     validation (0.9375 < 1 - 2 sqrt(0.9375 x 0.0625 / 64) = 0.9395, the ceiling clause): shortcut;
     20x seed 93 names Phoenix (the safe arm) in 8 of 8 saved trajectories at steps 2-4 and from
     step 6 on (3 of 8 at step 5): template collapse, onset 6, called at 8."""
-    hc = _bench()
-    corpus = BENCH.parent / "health_corpus_fresh3"
-    committed = json.loads((corpus / "labels.json").read_text())
-    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
-    by = {lab["run"].removeprefix("fresh3-"): lab for lab in committed}
+    hc, corpus, committed, by = _relabelled("fresh3")
     assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
         "bandit-s-bf16-seed19", "bandit-s-bf16-seed20", "bandit-s-bf16-seed49", "bandit-s-fp32-seed29",
         "bandit-s-fp32-seed30", "bandit-s-fp32-seed39", "bandit-s-fp32-seed59", "larger4x-bf16-seed79",
@@ -315,11 +321,7 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
     shortcut "always the first number" (0.56): 4x 95 and 96, 16x 97. 16x seed 99 gained (0.03 ->
     0.56) and lost it (0.03 at the end): an Echo Trap, onset 18, called at step 7 when its
     train success fell."""
-    hc = _bench()
-    corpus = BENCH.parent / "health_corpus_fresh4"
-    committed = json.loads((corpus / "labels.json").read_text())
-    assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
-    by = {lab["run"].removeprefix("fresh4-"): lab for lab in committed}
+    hc, corpus, committed, by = _relabelled("fresh4")
     assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
         "bandit-s-bf16-seed22", "bandit-s-bf16-seed23", "bandit-s-fp32-seed35", "larger16x-bf16-seed98",
         "larger4x-bf16-seed80", "larger4x-bf16-seed94"]
