@@ -430,8 +430,7 @@ def margins(labels: list[dict]) -> None:
     print("field (default): value mark ...  |  band around the default where 1 and 2's calls hold, width")
     for field in THRESHOLDS:
         default = getattr(defaults, field)
-        values = sorted({default if f == 1.0 else (moved(field, f) if moved(field, f) is not None else default)
-                         for f in MARGIN_FACTORS})
+        values = sorted({default, *(v for f in MARGIN_FACTORS if (v := moved(field, f)) is not None)})
         marks = {}
         for value in values:
             _, m = evaluate(labels, HealthSpec(**{field: value}))

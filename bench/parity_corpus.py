@@ -33,7 +33,7 @@ import re
 import statistics
 from pathlib import Path
 
-from ragen_cli.rollout.parity import FP32_RESOLUTION, lags, recent_noise
+from ragen_cli.rollout.parity import FP32_RESOLUTION, recent_noise, sync_verdict
 from ragen_cli.spec.models import RolloutSpec
 
 BENCH = Path(__file__).parent
@@ -93,21 +93,28 @@ def stops() -> list[dict]:
     return out
 
 
+def until_scale(s: dict) -> float:
+    """The noise scale of the check until 2026-11-27. A sync made since logs noise_after with
+    `recent` in it; where the two are equal the scaled noise alone is unknown, and the noise before
+    (no larger) stands in."""
+    return s["noise_after"] if s["noise_after"] > s["recent"] else min(s["noise_after"], s.get("noise", s["noise_after"]))
+
+
+def since_scale(s: dict) -> float:
+    """The noise scale of the check since 2026-11-27: never below `recent`."""
+    return max(s["noise_after"], s["recent"])
+
+
 def verdicts(s: dict) -> tuple[str, str]:
-    """(check until 2026-11-27, check since) on one sync's numbers: "off", "lagging" or "ok"."""
-    # a sync made since logs noise_after with `recent` in it; where the two are equal the scaled
-    # noise alone is unknown, and the noise before (no larger) stands in for the check until then
-    until = s["noise_after"] if s["noise_after"] > s["recent"] else min(s["noise_after"], s.get("noise", s["noise_after"]))
-    out = []
-    for after, lag_rule in ((until, old_lag_rule), (max(s["noise_after"], s["recent"]), lags)):
-        unit = max(2 * after, FP32_RESOLUTION)
-        if s["gap"] > max(THRESHOLD, FACTOR * after):
-            out.append("off")
-        elif lag_rule(s["lag"], s["moved"], unit):
-            out.append("lagging")
-        else:
-            out.append("ok")
-    return out[0], out[1]
+    """(check until 2026-11-27, check since) on one sync's numbers: "off", "lagging" or "ok". The
+    check since is parity.sync_verdict itself (k, where not logged, the default probe's 64 tokens:
+    the unit's random part is then never the larger)."""
+    after = until_scale(s)
+    unit = max(2 * after, FP32_RESOLUTION)
+    until = "off" if s["gap"] > max(THRESHOLD, FACTOR * after) else (
+        "lagging" if old_lag_rule(s["lag"], s["moved"], unit) else "ok")
+    since = sync_verdict(s["gap"], s["lag"], s["moved"], since_scale(s), s.get("tokens", 64), THRESHOLD, FACTOR)[2]
+    return until, since
 
 
 def spread(xs: list[float]) -> str:
@@ -119,9 +126,8 @@ def main() -> int:
     rows = syncs()
     bf16 = [r for r in rows if r["noise"] >= 1e-3]
     print(f"{len(rows)} recorded syncs in {len({r['run'] for r in rows})} runs; {len(bf16)} bf16-like (noise >= 1e-3)")
-    before = [r["gap"] / max(THRESHOLD, FACTOR * (r["noise_after"] if r["noise_after"] > r["recent"] else r["noise"]))
-              for r in bf16]
-    since = [r["gap"] / max(THRESHOLD, FACTOR * max(r["noise_after"], r["recent"])) for r in bf16]
+    before = [r["gap"] / max(THRESHOLD, FACTOR * until_scale(r)) for r in bf16]
+    since = [r["gap"] / max(THRESHOLD, FACTOR * since_scale(r)) for r in bf16]
     print(f"gap / tolerance, the tolerance from noise_after:              {spread(before)}")
     print(f"gap / tolerance, the tolerance from max(noise_after, recent): {spread(since)}   (bound 1)")
     lagged = [r for r in bf16 if r["lag"] > 0.25]

@@ -80,6 +80,7 @@ Two ways a sync fails:
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -153,24 +154,29 @@ def judge_sync(trainer_old: list[float], engine_before: list[float], trainer_new
     old, moved = rms(engine_after, trainer_old), rms(trainer_new, trainer_old)
     lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5 if moved > 0 else math.nan
     noise_after = max(noise * max(1.0, unsure(trainer_new) / max(unsure(trainer_old), PEAK_FLOOR)), recent)
-    # the lag estimate errs by up to noise / moved (rounding) plus a random part of standard
-    # deviation noise / (moved sqrt(k)): STALE_Z of those; never below fp32's resolution
-    unit = max(2 * noise_after, STALE_Z * noise_after / math.sqrt(k), FP32_RESOLUTION)
+    unit, tolerance, verdict = sync_verdict(gap, lag, moved, noise_after, k, threshold, factor)
     decidable = moved > 0 and moved >= 2 * unit
-    tolerance = max(threshold, factor * noise_after)
-    if not (math.isfinite(gap) and gap <= tolerance):
-        verdict = "off"
-    elif lags(lag, moved, unit):
-        verdict = "lagging"
-    else:
-        verdict = "ok"
     return SyncCheck(k, noise, noise_after, gap, old, moved, lag, decidable, tolerance, verdict)
 
 
+def sync_verdict(gap: float, lag: float, moved: float, noise_after: float, k: int, threshold: float,
+                 factor: float) -> tuple[float, float, str]:
+    """(unit, tolerance, verdict) from a probe's numbers (module doc): "off" past the size bound,
+    "lagging" by `lags`, else "ok". The lag estimate errs by up to noise / moved (rounding) plus a
+    random part of standard deviation noise / (moved sqrt(k)): the unit is STALE_Z of those, and
+    never below fp32's resolution."""
+    unit = max(2 * noise_after, STALE_Z * noise_after / math.sqrt(k), FP32_RESOLUTION)
+    tolerance = max(threshold, factor * noise_after)
+    if not (math.isfinite(gap) and gap <= tolerance):
+        return unit, tolerance, "off"
+    return unit, tolerance, "lagging" if lags(lag, moved, unit) else "ok"
+
+
 def recent_noise(history: list[dict]) -> float:
-    """The largest `sync/parity_noise` in the last RECENT metric records that have one (0 for none)."""
-    noises = [float(r["sync/parity_noise"]) for r in history if r.get("sync/parity_noise") is not None]
-    return max(noises[-RECENT:], default=0.0)
+    """The largest `sync/parity_noise` in the last RECENT metric records that have one (0 for none);
+    scans from the end, so a long run's history costs O(RECENT)."""
+    noises = (float(r["sync/parity_noise"]) for r in reversed(history) if r.get("sync/parity_noise") is not None)
+    return max(itertools.islice(noises, RECENT), default=0.0)
 
 
 def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
