@@ -288,3 +288,18 @@ def test_the_expected_noise_is_never_below_the_last_steps_largest():
     for recent, gap, verdict in ((0.0, 0.2288, "off"), (0.1088, 0.2288, "ok"), (0.1088, 0.33, "off")):
         c = judge_sync(old, [-1.0 + noise] * k, new, [x + gap for x in new], 0.05, 3.0, recent)
         assert c.noise_after == pytest.approx(max(noise, recent)) and c.verdict == verdict, (recent, gap)
+
+
+def test_the_run_acts_on_the_first_rank_whose_sync_is_not_ok():
+    from ragen_cli.rollout.parity import ruling
+
+    old, new = [-1.0] * 4, [-1.5] * 4
+    ok = judge_sync(old, old, new, new, 0.05, 3.0)  # gap 0
+    off = judge_sync(old, old, new, old, 0.05, 3.0)  # the engine kept the old weights: gap 0.5 > 0.05
+    assert (ok.verdict, off.verdict) == ("ok", "off")
+    assert ruling([ok, ok, ok], 2) == 2  # all pass: each rank its own
+    assert ruling([ok, off, off], 0) == 1 and ruling([ok, off, off], 2) == 1  # every rank: the first failing
+    with pytest.raises(ParityError, match=r"^rank 1's engine: rollout engine and trainer disagree"):
+        check_sync(off, 0.05, 3.0, rank=1)
+    with pytest.raises(ParityError, match=r"^rollout engine and trainer disagree"):
+        check_sync(off, 0.05, 3.0)  # one process: no rank named

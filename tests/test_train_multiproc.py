@@ -147,3 +147,51 @@ def test_two_processes_each_with_its_own_vllm_engine(tmp_path, tiny_model_dir):
     metrics = [json.loads(line) for line in (tmp_path / "mpv" / "metrics.jsonl").read_text().splitlines()]
     assert [m["train/episodes"] for m in metrics] == [4.0, 4.0]
     assert all(m["actor/grad_norm"] > 1e-3 and m["sync/parity_gap"] < 1e-4 for m in metrics)
+
+
+def _sync_on_rank(rank: int, port: int, broken: int | None, out) -> None:
+    """One of two gloo processes judging its own engine's sync (the four-token probe of
+    test_sync_parity: the update moves every log-prob -1 -> -1.5, the kernels add +-0.01): a fresh
+    engine has gap 0.01 (ok), one that kept the old weights gap 0.5001 > 0.05 (off)."""
+    from types import SimpleNamespace
+
+    import torch.distributed as dist
+
+    from ragen_cli.rollout.parity import ParityError, judge_sync
+    from ragen_cli.train.stages import agreed_sync
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    old, new, jitter = [-1.0] * 4, [-1.5] * 4, [0.01, -0.01, 0.01, -0.01]
+    before = [o + j for o, j in zip(old, jitter)]
+    after = before if rank == broken else [n + j for n, j in zip(new, jitter)]
+    check = judge_sync(old, before, new, after, 0.05, 3.0)
+    run = SimpleNamespace(rank=rank, world=2, spec=SimpleNamespace(
+        rollout=SimpleNamespace(parity_threshold=0.05, parity_noise_factor=3.0)))
+    try:
+        got = agreed_sync(run, check)
+        out.put((rank, check.verdict, "passed", round(got.gap, 4)))
+    except ParityError as exc:
+        out.put((rank, check.verdict, "ParityError", str(exc)[:60]))
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("broken", [None, 1])
+def test_every_rank_stops_when_one_ranks_engine_fails_the_sync_check(broken):
+    # Each rank judges its own engine. When rank 1's kept the old weights, rank 0's own check
+    # passes, yet both raise the same ParityError naming rank 1: a rank 0 that trained on would
+    # wait forever in the step's next collective while rank 1 saves and stops.
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=_sync_on_rank, args=(r, port, broken, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    if broken is None:
+        assert results == [(0, "ok", "passed", 0.01), (1, "ok", "passed", 0.01)]
+        return
+    said = "rank 1's engine: rollout engine and trainer disagree after the weight sync"[:60]
+    assert results == [(0, "ok", "ParityError", said), (1, "off", "ParityError", said)]

@@ -179,11 +179,20 @@ def recent_noise(history: list[dict]) -> float:
     return max(itertools.islice(noises, RECENT), default=0.0)
 
 
-def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
-    """`check`, or ParityError saying what is wrong and which spec fields set the bounds."""
+def ruling(checks: list[SyncCheck], rank: int) -> int:
+    """The rank whose check a multi-process run acts on, when each process judged its own engine's
+    sync: the first that is not "ok", else `rank`'s own. Every rank then stops alike (a rank that
+    stopped alone would leave the others waiting in the step's next collective)."""
+    return next((r for r, c in enumerate(checks) if c.verdict != "ok"), rank)
+
+
+def check_sync(check: SyncCheck, threshold: float, factor: float, rank: int | None = None) -> SyncCheck:
+    """`check`, or ParityError saying what is wrong and which spec fields set the bounds (and, in a
+    multi-process run, whose engine: `rank`)."""
+    where = "" if rank is None else f"rank {rank}'s engine: "
     if check.verdict == "off":
         raise ParityError(
-            f"rollout engine and trainer disagree after the weight sync: rms log-prob gap {check.gap:.4g} over "
+            f"{where}rollout engine and trainer disagree after the weight sync: rms log-prob gap {check.gap:.4g} over "
             f"{check.tokens} tokens > {check.tolerance:.4g} (rollout.parity_threshold {threshold:g}, or "
             f"rollout.parity_noise_factor {factor:g} x {check.noise_after:.4g}, the gap {check.noise:.4g} the same weights "
             "gave before the update, scaled to how sure the new weights are of the probe's tokens, or the largest of the "
@@ -191,7 +200,7 @@ def check_sync(check: SyncCheck, threshold: float, factor: float) -> SyncCheck:
             "weights that are neither the new ones nor the kernels' noise away from them: a half-applied or broken sync")
     if check.verdict == "lagging":
         raise ParityError(
-            f"the rollout engine does not serve the weights the update made: after the sync its log-probs lie "
+            f"{where}the rollout engine does not serve the weights the update made: after the sync its log-probs lie "
             f"{check.lag:.0%} of the way back to the weights from before the update (rms gap {check.gap:.4g} to the "
             f"new weights, {check.old:.4g} to the old ones, over {check.tokens} tokens the update moved by rms "
             f"{check.moved:.4g}; the kernels' noise {check.noise:.4g}, {check.noise_after:.4g} expected after the "

@@ -234,15 +234,27 @@ def parity_baseline(run, batch: Batch) -> ParityBaseline:
 
 
 def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
-    """After the sync: the same rows again, judged against the baseline (rollout/parity.py);
-    raises ParityError when the engine serves stale or broken weights; returns the sync metrics."""
-    from ragen_cli.rollout.parity import check_sync, judge_sync, recent_noise
+    """The probe's rows after the sync, judged against the baseline (rollout/parity.py) -> the sync metrics."""
+    from ragen_cli.rollout.parity import judge_sync, recent_noise
 
     r = run.spec.rollout
     trainer_new, engine_after = probe_logprobs(run, base.probe)
     check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
                        r.parity_noise_factor, recent_noise(run.state.history))
-    return check_sync(check, r.parity_threshold, r.parity_noise_factor).metrics()
+    return agreed_sync(run, check).metrics()
+
+
+def agreed_sync(run, check):
+    """This rank's `check` once every rank has passed its own (`parity.ruling`: all ranks raise
+    the same ParityError, naming the rank whose engine failed, or none does)."""
+    from ragen_cli.rollout.parity import check_sync, ruling
+
+    r, checks = run.spec.rollout, [check] * run.world
+    if run.world > 1:
+        torch.distributed.all_gather_object(checks, check)
+    bad = ruling(checks, run.rank)
+    check_sync(checks[bad], r.parity_threshold, r.parity_noise_factor, rank=bad if run.world > 1 else None)
+    return check
 
 
 def filter_rewards(trajs, which: str) -> torch.Tensor:
