@@ -315,9 +315,12 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
     """The fifteenth session's runs (docs/health.md), listed before they were made, none read
     before the session's last health-rule decision (none changed). By hand from the committed
     copies: six learners (StarPO-S Bandit bf16 22, 23 and fp32 35: 0.05 -> 0.97-1.00; `larger` 4x
-    80, 94 and 16x 98: 0.03 -> 0.92-1.00), two of them warned: bf16 seed 23 at step 8 (I(X;Z)/H(X)
-    down from 0.12 to 0.05 while its success was 0.06) and 4x seed 94 at step 24 (its smoothed
-    train success 0.863, just under `solved` less its margin). Three keep a gain only to the
+    80, 94 and 16x 98: 0.03 -> 0.92-1.00), two of them warned by the detector of that session: bf16
+    seed 23 at step 8 (I(X;Z)/H(X) down from 0.12 to 0.05 while its success was 0.06) and 4x seed
+    94 at step 24 (its smoothed train success 0.863, just under `solved` less its margin). Since
+    the sixteenth session a held gain is progress (`holding`: 0.863 is within its own noise of its
+    peak), so seed 94 is not warned (the rule was written with seed 94 in view; the sixteenth
+    session's runs test it). Three keep a gain only to the
     shortcut "always the first number" (0.56): 4x 95 and 96, 16x 97. 16x seed 99 gained (0.03 ->
     0.56) and lost it (0.03 at the end): an Echo Trap, onset 18, called at step 7 when its
     train success fell."""
@@ -333,7 +336,7 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
            if r["label"] in ("learns", "collapse")}
     assert got == {"bandit-s-bf16-seed22": (None, None), "bandit-s-bf16-seed23": (8, None),
                    "bandit-s-fp32-seed35": (None, None), "larger16x-bf16-seed98": (None, None),
-                   "larger4x-bf16-seed80": (None, None), "larger4x-bf16-seed94": (24, None),
+                   "larger4x-bf16-seed80": (None, None), "larger4x-bf16-seed94": (None, None),
                    "larger16x-bf16-seed99": (7, 7)}
-    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 2 and summary["gain_then_loss_runs"] == 1
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1 and summary["gain_then_loss_runs"] == 1
 

@@ -393,3 +393,43 @@ def test_constant_rewards_at_mostly_success_are_convergence_not_collapse():
     assert levels(low, cfg)[26] == "collapse" and failure(low[:27], cfg).signal == "no_variance"
     # at the boundary: a smoothed success of exactly 1/2 counts as mostly succeeding
     assert failure(run(lambda t: 0.5, **narrow)[:27], cfg).signal == "no_gain"
+
+
+def test_own_noise_by_hand():
+    from ragen_cli.monitor.health import own_noise
+
+    # changes 0.5, -0.1, 0.2, -0.1: median 0.05, absolute deviations 0.45, 0.15, 0.15, 0.15 -> MAD
+    # 0.15; sd(x) = 1.4826 x 0.15 / sqrt 2; a mean of 3 steps / sqrt 3; fall_z 2 -> 0.18158
+    assert own_noise([0.0, 0.5, 0.4, 0.6, 0.5], CFG) == pytest.approx(2 * 1.4826 * 0.15 / math.sqrt(6))
+    assert own_noise([0.3, 0.5], CFG) == 0.0  # one change: no spread to measure
+    # only the last `window` changes count: window 2 sees 0.2, -0.1 (median 0.05, MAD 0.15)
+    assert own_noise([0.0, 0.5, 0.4, 0.6, 0.5], HealthSpec(window=2)) == pytest.approx(2 * 1.4826 * 0.15 / math.sqrt(6))
+
+
+def test_a_held_gain_is_progress():
+    from ragen_cli.monitor.health import holding
+
+    # (a) converged but noisy (fresh4 larger 4x seed 94's kind): success 0.05 -> 0.9-1.0 with dips
+    # to 0.75, 128 episodes a step. Smoothed (3): peak 0.9667 (steps 5-7), last (.9 + .75 + .9) / 3
+    # = 0.85: no new high in 5 steps, not solved (0.9 - 2 sqrt(.85 x .15 / 384) = 0.8636). Its own
+    # changes (12): median 0.1, MAD 0.2 -> noise 2 x 1.4826 x 0.2 / sqrt 6 = 0.2421 > the binomial
+    # 0.0183 at the peak; 0.9667 - 0.85 = 0.117 <= 0.2421, gain 0.917 > 0.2421: holding.
+    xs = [0.05, 0.5, 0.9, 1.0, 0.9, 1.0, 0.75, 1.0, 0.9, 0.75, 0.9, 0.75, 0.9]
+    narrow = {"train/episodes": lambda t: 128.0, "actor/entropy": lambda t: 1.0 if t < 6 else 0.2,
+              "diversity/distinct_2": lambda t: 0.6 if t < 6 else 0.12}
+    hist = run(lambda t: xs[min(t, len(xs)) - 1], **narrow)[: len(xs)]
+    held = progress(hist, CFG)
+    assert held.signal == "holding" and held.value == pytest.approx(0.85)
+    assert held.threshold == pytest.approx(2.9 / 3 - 2 * 1.4826 * 0.2 / math.sqrt(6))
+    assert assess(hist, CFG).level == "healthy"  # narrowing (entropy, bigrams) while it holds: convergence
+    # (b) steady (no step-to-step spread: own noise 0): 0 -> 0.6, then 0.54 for 3 steps. Binomial
+    # margin at the peak 0.6: 2 sqrt(.24 / 384) = 0.05; 0.6 - 0.54 = 0.06 > 0.05: not held, and the
+    # narrowing run is warned; at 0.56, 0.6 - 0.56 = 0.04 <= 0.05: held.
+    steady = [0.0, 0.0] + [0.6] * 7
+    for last, held_it in ((0.54, False), (0.56, True)):
+        hist = run(lambda t: (steady + [last] * 3)[min(t, 12) - 1], **narrow)[:12]
+        assert (holding(hist, CFG) is not None) == held_it
+        assert assess(hist, CFG).level == ("healthy" if held_it else "warning")
+    # (c) below MOSTLY (0.5) a plateau is not a held gain, however flat: 0 -> 0.45
+    low = run(lambda t: 0.0 if t < 3 else 0.45, **narrow)[:12]
+    assert holding(low, CFG) is None and assess(low, CFG).level == "warning"

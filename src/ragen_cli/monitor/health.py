@@ -262,6 +262,8 @@ def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
         if _new_high(xs, cfg, cfg.progress_min, cfg.progress_window):
             return Reason("success_rising", xs[-1], cfg.progress_min,
                           f"{name} set a new high within {cfg.progress_window} steps")
+        if (held := holding(history, cfg)) is not None:
+            return held
     mi = series(history, "collapse/mi_norm")
     if mi and _new_high(mi, cfg, cfg.mi_progress_min, cfg.progress_window):
         return Reason("state_dependence_rising", mi[-1], cfg.mi_progress_min,
@@ -278,6 +280,31 @@ def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSp
         return 0.0
     n = cfg.smooth * sum(episodes) / len(episodes)
     return cfg.fall_z * math.sqrt(max(level * (1 - level), 0.0) / n)
+
+
+def own_noise(xs: list[float], cfg: "HealthSpec") -> float:
+    """`fall_z` standard errors of a smoothed value, from the run's own step-to-step changes over the
+    last `window` steps: sd(x) = 1.4826 MAD(x_t - x_t-1) / sqrt 2, over `smooth` steps / sqrt(smooth)."""
+    tail = xs[-cfg.window - 1 :]
+    d = [b - a for a, b in zip(tail, tail[1:])]
+    if len(d) < 2:
+        return 0.0
+    med = median(d)
+    return cfg.fall_z * MAD_SCALE * median(abs(x - med) for x in d) / math.sqrt(2 * cfg.smooth)
+
+
+def holding(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """A gain held: smoothed train/success at least MOSTLY, above its start by more than the noise
+    and within the noise of its peak (the noise: the binomial margin or the run's own, the larger)."""
+    if score_name(history) != "train/success":
+        return None
+    xs = series(history, "train/success")
+    s = smoothed(xs, cfg.smooth)
+    peak = max(s)
+    noise = max(sampling_margin(history, "train/success", peak, cfg), own_noise(xs, cfg))
+    if s[-1] < MOSTLY or peak - s[0] < max(cfg.progress_min, noise) or peak - s[-1] > noise:
+        return None
+    return Reason("holding", s[-1], peak - noise, f"train/success holds its gain ({s[-1]:.3g}, within {noise:.3g} of its peak {peak:.3g})")
 
 
 def solved(history: list[dict], cfg: "HealthSpec") -> bool:
