@@ -11,7 +11,8 @@ of evidence:
 - *narrowing* signals (the early warnings above; each a `Reason`): in-group std of the task
   reward, entropy, distinct bigrams, identical replies, I(X;Z) / H(X), a grad-norm spike;
 - *progress* (`progress`): success has reached a new high within `progress_window` steps, or
-  I(X;Z) has (the policy is learning to read the state), or success is at `solved`;
+  I(X;Z) has (the policy is learning to read the state), or success is at `solved`, or holds a
+  gain within its noise (`holding`);
 - *failure* (`failure`): success fell to `fall_ratio` of its peak after a gain, or every group's
   reward is constant (`dead_frac`: nothing left to learn from) while success is below 1/2 (most
   groups fail), or success has gained nothing over its start (`no_gain`). No rule counts

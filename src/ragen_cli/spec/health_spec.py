@@ -45,7 +45,9 @@ class HealthSpec(BaseModel):
     fall_z: float = Field(2.0, ge=0.0, description="Failure: success_fell needs a gain, and a fall from its peak, of at least this many "
                           "standard errors of the smoothed success at the peak (binomial, over the `smooth` steps' "
                           "train/episodes): a gain or fall within sampling noise is neither; the same margin lets a success just "
-                          "under `solved` count as solved; 0 turns the guard off.")
+                          "under `solved` count as solved; a success of at least 1/2 within the larger of this margin and as many "
+                          "standard errors from the run's own step-to-step changes of its peak is a held gain (progress); "
+                          "0 turns the guard off.")
     dead_frac: float = Field(0.95, gt=0.0, le=1.0, description="Failure / no signal: at least this share of groups with zero reward std (or of turns with format errors) for `smooth` steps; a failure only while the smoothed success is below 1/2.")
     stall_steps: int = Field(10, ge=1, description="Unused since 2026-11-26 (the stall rule counted elapsed steps; `no_gain` replaced it); accepted so that earlier run directories load.")
     no_signal_steps: int = Field(3, ge=0, description="Say 'no signal' when this many steps in a row had no learning signal (at least dead_frac of the groups with one reward for all their rollouts, or of the turns unparsed), unless the run is solved; 0 turns it off.")
