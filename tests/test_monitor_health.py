@@ -286,7 +286,7 @@ def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
 
 
 def test_sampling_margin_by_hand():
-    from ragen_cli.monitor.health import sampling_margin
+    from ragen_cli.monitor.outcome import sampling_margin
 
     # p = 0.1 over smooth 1 x 100 episodes: se = sqrt(0.1 * 0.9 / 100) = 0.03; fall_z 2 -> 0.06
     hist = [{"step": 1, "train/success": 0.1, "train/episodes": 100.0}]
@@ -396,7 +396,7 @@ def test_constant_rewards_at_mostly_success_are_convergence_not_collapse():
 
 
 def test_own_noise_by_hand():
-    from ragen_cli.monitor.health import own_noise
+    from ragen_cli.monitor.outcome import own_noise
 
     # changes 0.5, -0.1, 0.2, -0.1: median 0.05, absolute deviations 0.45, 0.15, 0.15, 0.15 -> MAD
     # 0.15; sd(x) = 1.4826 x 0.15 / sqrt 2; a mean of 3 steps / sqrt 3; fall_z 2 -> 0.18158
@@ -407,7 +407,7 @@ def test_own_noise_by_hand():
 
 
 def test_a_held_gain_is_progress():
-    from ragen_cli.monitor.health import holding
+    from ragen_cli.monitor.outcome import holding
 
     # (a) converged but noisy (fresh4 larger 4x seed 94's kind): success 0.05 -> 0.9-1.0 with dips
     # to 0.75, 128 episodes a step. Smoothed (3): peak 0.9667 (steps 5-7), last (.9 + .75 + .9) / 3

@@ -34,66 +34,16 @@ before the current one.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from itertools import islice
 from statistics import median
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Callable
+
+from ragen_cli.monitor.outcome import failure, progress, solved
+# LEVELS, Level, Verdict: the verdict's types, imported from here by the tracker, TUI and replay
+from ragen_cli.monitor.verdict import LEVELS, MAD_SCALE, Level, Reason, Verdict, finite, series, smoothed  # noqa: F401
 
 if TYPE_CHECKING:  # monitor/ is stdlib-only at run time; the spec object is duck-typed.
     from ragen_cli.spec.health_spec import HealthSpec
-
-Level = Literal["healthy", "warning", "collapse"]
-LEVELS: tuple[Level, ...] = ("healthy", "warning", "collapse")
-MAD_SCALE = 1.4826  # MAD * 1.4826 estimates the std of a normal distribution
-
-
-@dataclass(frozen=True)
-class Reason:
-    signal: str
-    value: float
-    threshold: float
-    message: str
-    level: Level = "warning"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    level: Level
-    reasons: list[Reason] = field(default_factory=list)
-    step: int | None = None
-
-    def to_event(self) -> dict:
-        """Payload for `RunDir.write_event("health", step, **verdict.to_event())`. Non-finite
-        numbers (a grad-norm z-score against a zero MAD is +inf) become None: strict JSON."""
-        reasons = [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in asdict(r).items()}
-                   for r in self.reasons]
-        return {"level": self.level, "reasons": reasons}
-
-
-def series(history: list[dict], name: str, last: int | None = None) -> list[float]:
-    """Finite values of metric `name` in step order (missing / None / NaN skipped).
-
-    `last`: only the last this many values (scans from the end: O(last) on a long history).
-    """
-    out: list[float] = []
-    for rec in reversed(history):
-        if last is not None and len(out) >= last:
-            break
-        v = rec.get(name)
-        if _finite(v):
-            out.append(float(v))
-    out.reverse()
-    return out
-
-
-def _finite(v) -> bool:
-    """A metric value the rules read: a real number, not a bool, not NaN or infinite."""
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def smoothed(xs: list[float], k: int) -> list[float]:
-    """Trailing moving mean: s_t = mean(x_{max(0,t-k+1)..t})."""
-    return [sum(xs[max(0, t - k + 1) : t + 1]) / (t + 1 - max(0, t - k + 1)) for t in range(len(xs))]
 
 
 def drop_ratio(xs: list[float], window: int, smooth: int) -> float | None:
@@ -194,14 +144,14 @@ def grad_spike(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     That is the learning signal, not the Echo Trap's spike, which comes with the spread falling
     (RAGEN Sec. 4.1). So a spike counts only when grad / spread spikes too; with the std division
     (GRPO's default) grad / spread spikes whenever the grad does or the spread falls."""
-    steps = list(islice((r for r in reversed(history) if _finite(r.get("actor/grad_norm"))), cfg.window + 1))[::-1]
+    steps = list(islice((r for r in reversed(history) if finite(r.get("actor/grad_norm"))), cfg.window + 1))[::-1]
     grads = [float(r["actor/grad_norm"]) for r in steps]
     zm = _spike(grads, cfg)
     if zm is None:
         return None
     z, med = zm
     msg = f"grad norm {grads[-1]:.3g} is {z:.1f} robust deviations above its median {med:.3g} (limit {cfg.grad_z_warn:g})"
-    if all(_finite(r.get(SPREAD)) and r[SPREAD] > 0 for r in steps):
+    if all(finite(r.get(SPREAD)) and r[SPREAD] > 0 for r in steps):
         per = _spike([g / float(r[SPREAD]) for g, r in zip(grads, steps)], cfg)
         if per is None:
             return None  # the reward spread grew with it: learning
@@ -234,113 +184,6 @@ SIGNALS = NARROWING  # the names a spec or the TUI may refer to
 # Replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template collapse), or half repeat
 # another word for word (RAGEN's "repetitive templates"); a slow learner's replies still differ.
 STATE_BLIND = ("template", "identical_replies")
-# With every group's reward constant, train/success is the share of groups that always succeed:
-# from MOSTLY up most of them are successes (a policy converged short of `solved`), so
-# `no_variance` is no failure there. The midpoint, a constant of the rule, not a threshold.
-MOSTLY = 0.5
-
-
-def score_name(history: list[dict]) -> str | None:
-    """The outcome the rules watch: train/success, else the task reward, else the reward."""
-    return next((m for m in ("train/success", "reward/task_mean", "reward/mean") if series(history, m, 1)), None)
-
-
-def _new_high(xs: list[float], cfg: "HealthSpec", margin: float, within: int) -> bool:
-    """Whether smoothed xs set a high, `margin` above every earlier value, in the last `within` steps."""
-    s = smoothed(xs, cfg.smooth)
-    if len(s) <= within:
-        return len(s) > 1 and max(s[1:]) > s[0] + margin
-    return max(s[-within:]) > max(s[:-within]) + margin
-
-
-def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Why the run counts as progressing (solved, success rising, I(X;Z) rising), or None."""
-    name = score_name(history)
-    if name is not None:
-        xs = series(history, name)
-        if solved(history, cfg):
-            return Reason("solved", smoothed(xs, cfg.smooth)[-1], cfg.solved, "success is at the solved level")
-        if _new_high(xs, cfg, cfg.progress_min, cfg.progress_window):
-            return Reason("success_rising", xs[-1], cfg.progress_min,
-                          f"{name} set a new high within {cfg.progress_window} steps")
-        if (held := holding(history, cfg)) is not None:
-            return held
-    mi = series(history, "collapse/mi_norm")
-    if mi and _new_high(mi, cfg, cfg.mi_progress_min, cfg.progress_window):
-        return Reason("state_dependence_rising", mi[-1], cfg.mi_progress_min,
-                      f"I(X;Z)/H(X) set a new high within {cfg.progress_window} steps")
-    return None
-
-
-def sampling_margin(history: list[dict], name: str, level: float, cfg: "HealthSpec") -> float:
-    """`fall_z` standard errors of a smoothed success at `level`: sqrt(p (1 - p) / n) with n the
-    episodes behind `smooth` steps (`smooth` x the mean train/episodes of the last `smooth`
-    steps). 0 for other scores or when the count is unknown."""
-    episodes = series(history, "train/episodes", cfg.smooth)
-    if name != "train/success" or not episodes or cfg.fall_z == 0:
-        return 0.0
-    n = cfg.smooth * sum(episodes) / len(episodes)
-    return cfg.fall_z * math.sqrt(max(level * (1 - level), 0.0) / n)
-
-
-def own_noise(xs: list[float], cfg: "HealthSpec") -> float:
-    """`fall_z` standard errors of a smoothed value, from the run's own step-to-step changes over the
-    last `window` steps: sd(x) = 1.4826 MAD(x_t - x_t-1) / sqrt 2, over `smooth` steps / sqrt(smooth)."""
-    tail = xs[-cfg.window - 1 :]
-    d = [b - a for a, b in zip(tail, tail[1:])]
-    if len(d) < 2:
-        return 0.0
-    med = median(d)
-    return cfg.fall_z * MAD_SCALE * median(abs(x - med) for x in d) / math.sqrt(2 * cfg.smooth)
-
-
-def holding(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """A gain held: smoothed train/success at least MOSTLY, above its start by more than the noise
-    and within the noise of its peak (the noise: the binomial margin or the run's own, the larger)."""
-    if score_name(history) != "train/success":
-        return None
-    xs = series(history, "train/success")
-    s = smoothed(xs, cfg.smooth)
-    peak = max(s)
-    noise = max(sampling_margin(history, "train/success", peak, cfg), own_noise(xs, cfg))
-    if s[-1] < MOSTLY or peak - s[0] < max(cfg.progress_min, noise) or peak - s[-1] > noise:
-        return None
-    return Reason("holding", s[-1], peak - noise, f"train/success holds its gain ({s[-1]:.3g}, within {noise:.3g} of its peak {peak:.3g})")
-
-
-def solved(history: list[dict], cfg: "HealthSpec") -> bool:
-    """The smoothed train/success is at `solved`, or below it by less than its sampling margin
-    (`fall_z` standard errors at its own level: 0.99 over 3 x 128 episodes is within 0.0102 of 1)."""
-    if score_name(history) != "train/success":
-        return False
-    s = smoothed(series(history, "train/success"), cfg.smooth)[-1]
-    return s >= cfg.solved - sampling_margin(history, "train/success", s, cfg)
-
-
-def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Evidence that narrowing has become a collapse: success fell after a gain, no group has
-    any reward variance left while most fail, or success never rose `progress_min` above its
-    start (smoothed)."""
-    name = score_name(history)
-    s = smoothed(series(history, name), cfg.smooth) if name is not None else []
-    if s:
-        peak, start = max(s), s[0]
-        noise = sampling_margin(history, name, peak, cfg)  # a gain and a fall beyond sampling noise
-        if peak - start >= max(cfg.progress_min, noise) and peak - s[-1] >= noise \
-                and s[-1] - start <= cfg.fall_ratio * (peak - start):
-            return Reason("success_fell", s[-1], start + cfg.fall_ratio * (peak - start),
-                          f"{name} fell to {s[-1]:.3g} from its peak {peak:.3g} (limit: {cfg.fall_ratio:.0%} of the gain kept)",
-                          "collapse")
-    zero = series(history, "filter/zero_std_frac", cfg.smooth)
-    if len(zero) == cfg.smooth and min(zero) >= cfg.dead_frac and not (name == "train/success" and s[-1] >= MOSTLY):
-        return Reason("no_variance", min(zero), cfg.dead_frac,
-                      f"{min(zero):.0%} of groups have one reward for all their rollouts: no learning signal left", "collapse")
-    if len(s) > 1 and max(s) - s[0] < cfg.progress_min:
-        return Reason("no_gain", max(s) - s[0], cfg.progress_min,
-                      f"{name} has gained nothing over its start ({max(s) - s[0]:+.3g})", "collapse")
-    return None
-
-
 def trailing_run(xs: list[float], level: float) -> int:
     """How many of the last values of `xs` in a row are at least `level` ([.2, 1, .97], .95 -> 2)."""
     n = 0
