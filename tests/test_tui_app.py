@@ -87,10 +87,10 @@ async def test_echo_trap_run_shows_collapse_events_and_markers():
         await pilot.pause()
         pane = app.query_one(RunPane)
         assert pane.state.verdict.level == "collapse" and "COLLAPSE" in header_text(app)
-        # The detector (same rules as the trainer) turns warning at 27, collapse at 32 (see
+        # The detector (same rules as the trainer) turns warning at 29, collapse at 32 (see
         # test_tui_fixtures).
         from ragen_cli.tui.format import alarm_steps
-        assert alarm_steps(pane.state.verdicts) == [(27, "warning"), (32, "collapse")]
+        assert alarm_steps(pane.state.verdicts) == [(29, "warning"), (32, "collapse")]
         assert app.title == "ragen watch [collapse]"
         await pilot.press("2")
         assert app.query_one(TabbedContent).active == "events"
