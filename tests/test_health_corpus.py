@@ -340,3 +340,28 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
                    "larger16x-bf16-seed99": (7, 7)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1 and summary["gain_then_loss_runs"] == 1
 
+
+
+def test_fresh5_corpus_held_out_for_the_held_gain_rule():
+    """The sixteenth session's runs (docs/health.md), listed with the held-gain rule (`holding`)
+    before they were made, none read before the session's last health-rule commit. By hand from the
+    committed copies: four learners (StarPO-S Bandit bf16 24 and fp32 36: 0.05 -> 1.00; `larger`
+    4x 102 and vanilla StarPO 4x 207: 0.03 -> 0.98), none warned. Three keep a gain only to the
+    shortcut "always the first number" (0.56): 4x 100 and 104, 16x 103. Three collapses: StarPO-S
+    Bandit bf16 seed 25 settled on the safe arm (onset 27; its success never beat 0.05), warned
+    at 14 and called at 23; `larger` 16x seeds 101 (0.03 -> 0.45 -> 0.00, onset 24) and 105 (0.03 ->
+    0.61 -> 0.00, onset 22) gained and lost it, called at 8 and 13 when their train success fell."""
+    hc, corpus, committed, by = _relabelled("fresh5")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-bf16-seed24", "bandit-s-fp32-seed36", "larger4x-bf16-seed102", "vanilla-larger4x-bf16-seed207"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "larger16x-bf16-seed103", "larger4x-bf16-seed100", "larger4x-bf16-seed104"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+        "bandit-s-bf16-seed25": 27, "larger16x-bf16-seed101": 24, "larger16x-bf16-seed105": 22}
+    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
+    got = {r["run"].removeprefix("fresh5-"): (r["first_warning"], r["first_collapse"]) for r in rows
+           if r["label"] in ("learns", "collapse")}
+    assert got == {"bandit-s-bf16-seed24": (None, None), "bandit-s-fp32-seed36": (None, None),
+                   "larger4x-bf16-seed102": (None, None), "vanilla-larger4x-bf16-seed207": (None, None),
+                   "bandit-s-bf16-seed25": (14, 23), "larger16x-bf16-seed101": (8, 8), "larger16x-bf16-seed105": (13, 13)}
+    assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["gain_then_loss_runs"] == 2
