@@ -34,7 +34,7 @@ def _new_high(xs: list[float], cfg: "HealthSpec", margin: float, within: int) ->
 
 
 def progress(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Why the run counts as progressing (solved, success rising, I(X;Z) rising), or None."""
+    """Why the run counts as progressing (solved, success rising, a held gain, I(X;Z) rising), or None."""
     name = score_name(history)
     if name is not None:
         xs = series(history, name)
@@ -85,7 +85,8 @@ def holding(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     noise = max(sampling_margin(history, "train/success", peak, cfg), own_noise(xs, cfg))
     if s[-1] < MOSTLY or peak - s[0] < max(cfg.progress_min, noise) or peak - s[-1] > noise:
         return None
-    return Reason("holding", s[-1], peak - noise, f"train/success holds its gain ({s[-1]:.3g}, within {noise:.3g} of its peak {peak:.3g})")
+    return Reason("holding", s[-1], peak - noise,
+                  f"train/success holds its gain ({s[-1]:.3g}, within {noise:.3g} of its peak {peak:.3g})")
 
 
 def solved(history: list[dict], cfg: "HealthSpec") -> bool:
