@@ -27,6 +27,14 @@ def _relabelled(name: str):
     return hc, corpus, committed, {lab["run"].removeprefix(f"{name}-"): lab for lab in committed}
 
 
+def _first_verdicts(hc, corpus, committed, name: str) -> tuple[dict, dict]:
+    """({run less the corpus prefix: (first warning, first collapse)} of the learners and
+    collapses, the replay's summary) of a held-out corpus at the defaults."""
+    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
+    return {r["run"].removeprefix(f"{name}-"): (r["first_warning"], r["first_collapse"]) for r in rows
+            if r["label"] in ("learns", "collapse")}, summary
+
+
 def test_labels_follow_the_rule():
     hc = _bench()
     committed = json.loads((hc.CORPUS / "labels.json").read_text())
@@ -331,15 +339,12 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
     assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
         "larger16x-bf16-seed97", "larger4x-bf16-seed95", "larger4x-bf16-seed96"]
     assert (by["larger16x-bf16-seed99"]["label"], by["larger16x-bf16-seed99"]["onset"]) == ("collapse", 18)
-    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
-    got = {r["run"].removeprefix("fresh4-"): (r["first_warning"], r["first_collapse"]) for r in rows
-           if r["label"] in ("learns", "collapse")}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh4")
     assert got == {"bandit-s-bf16-seed22": (None, None), "bandit-s-bf16-seed23": (8, None),
                    "bandit-s-fp32-seed35": (None, None), "larger16x-bf16-seed98": (None, None),
                    "larger4x-bf16-seed80": (None, None), "larger4x-bf16-seed94": (None, None),
                    "larger16x-bf16-seed99": (7, 7)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1 and summary["gain_then_loss_runs"] == 1
-
 
 
 def test_fresh5_corpus_held_out_for_the_held_gain_rule():
@@ -358,9 +363,7 @@ def test_fresh5_corpus_held_out_for_the_held_gain_rule():
         "larger16x-bf16-seed103", "larger4x-bf16-seed100", "larger4x-bf16-seed104"]
     assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
         "bandit-s-bf16-seed25": 27, "larger16x-bf16-seed101": 24, "larger16x-bf16-seed105": 22}
-    rows, summary = hc.evaluate([{**lab, "corpus": str(corpus)} for lab in committed])
-    got = {r["run"].removeprefix("fresh5-"): (r["first_warning"], r["first_collapse"]) for r in rows
-           if r["label"] in ("learns", "collapse")}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh5")
     assert got == {"bandit-s-bf16-seed24": (None, None), "bandit-s-fp32-seed36": (None, None),
                    "larger4x-bf16-seed102": (None, None), "vanilla-larger4x-bf16-seed207": (None, None),
                    "bandit-s-bf16-seed25": (14, 23), "larger16x-bf16-seed101": (8, 8), "larger16x-bf16-seed105": (13, 13)}

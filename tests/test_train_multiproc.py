@@ -88,6 +88,22 @@ def test_two_processes_take_one_health_decision(tmp_path, tiny_model_dir):
     assert len(end["rank_checksums"]) == 2 and end["rank_checksums"][0] == end["rank_checksums"][1]
 
 
+def on_two_ranks(target, *args) -> list:
+    """Run `target(rank, port, queue, *args)` in two spawned processes (rank 0 and 1 of a gloo group
+    on `port`); the items they put on the queue, sorted."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=target, args=(r, port, out, *args)) for r in range(2)]
+    for p in procs:
+        p.start()
+    results = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+    return results
+
+
 def _decide_on_rank(rank: int, port: int, out) -> None:
     """One of two gloo processes: a collapsed history on rank 0, a healthy one on rank 1."""
     from types import SimpleNamespace
@@ -114,16 +130,7 @@ def _decide_on_rank(rank: int, port: int, out) -> None:
 def test_health_verdict_is_rank_zeros():
     # Rank 0's history says "no signal for 3 steps" (collapse, stop); rank 1's says nothing is
     # wrong. Each deciding alone would split (stop / continue); both take rank 0's verdict.
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    out, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_decide_on_rank, args=(r, port, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = sorted(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
+    results = on_two_ranks(_decide_on_rank)
     assert results == [(0, "collapse", "stop"), (1, "collapse", "stop")]
 
 
@@ -149,7 +156,7 @@ def test_two_processes_each_with_its_own_vllm_engine(tmp_path, tiny_model_dir):
     assert all(m["actor/grad_norm"] > 1e-3 and m["sync/parity_gap"] < 1e-4 for m in metrics)
 
 
-def _sync_on_rank(rank: int, port: int, broken: int | None, out) -> None:
+def _sync_on_rank(rank: int, port: int, out, broken: int | None) -> None:
     """One of two gloo processes judging its own engine's sync (the four-token probe of
     test_sync_parity: the update moves every log-prob -1 -> -1.5, the kernels add +-0.01): a fresh
     engine has gap 0.01 (ok), one that kept the old weights gap 0.5001 > 0.05 (off)."""
@@ -180,16 +187,7 @@ def test_every_rank_stops_when_one_ranks_engine_fails_the_sync_check(broken):
     # Each rank judges its own engine. When rank 1's kept the old weights, rank 0's own check
     # passes, yet both raise the same ParityError naming rank 1: a rank 0 that trained on would
     # wait forever in the step's next collective while rank 1 saves and stops.
-    import torch.multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    out, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=_sync_on_rank, args=(r, port, broken, out)) for r in range(2)]
-    for p in procs:
-        p.start()
-    results = sorted(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
+    results = on_two_ranks(_sync_on_rank, broken)
     if broken is None:
         assert results == [(0, "ok", "passed", 0.01), (1, "ok", "passed", 0.01)]
         return

@@ -37,8 +37,8 @@ Two ways a sync fails:
    noise (fresh4 seeds 97, 98, 99; lags near 0), 3.2 times it in the run above (before
    `noise_after`). All four pass with `recent` (the five steps before them measured up to
    0.11-0.58), and the three resumed with it ran to their end without a stop. Over the
-   1040 recorded bf16 syncs of the health corpora's 80 runs (`bench/parity_corpus.py`) the gap
-   reaches 0.81 of the tolerance set with `recent` (99th percentile 0.59). The first sync after a
+   1310 recorded bf16 syncs of the health corpora's 90 runs (`bench/parity_corpus.py`) the gap
+   reaches 0.81 of the tolerance set with `recent` (99th percentile 0.53). The first sync after a
    start or a resume has no history and is judged on its own noise, so a sync that never reaches
    the engine is stopped at step 1 as before.
 2. **Stale or partly synced** (the engine still serves the old weights, or some of them): an
@@ -56,8 +56,8 @@ Two ways a sync fails:
    the engine misses, `lag x moved`, is at least `2 x unit`, with
    `unit = max(2 x noise_after, STALE_Z x noise_after / sqrt(k))`: a stale engine is decided
    from `moved >= 2 x unit`, a half-synced one from `4 x unit`. The rounding part stays
-   below that: the 1040 bf16 syncs of the health corpora's runs (`bench/parity_corpus.py`) miss at
-   most 1.07 units (median 0.31 of those with lag > 1/4), and the random part is past STALE_Z =
+   below that: the 1310 bf16 syncs of the health corpora's runs (`bench/parity_corpus.py`) miss at
+   most 1.07 units (median 0.30 of those with lag > 1/4), and the random part is past STALE_Z =
    4 standard deviations (one-sided normal tail 3e-5 per sync). The rule until 2026-11-27 read
    `lag > 1/2` once `moved >= 2 x unit`: it stopped a healthy bf16 run (larger 4x seed 80, step 12:
    lag 0.55 at moved 0.33, noise 0.072, a miss of 1.27 units; resumed, it learned to 1.00). As
