@@ -368,3 +368,23 @@ def test_fresh5_corpus_held_out_for_the_held_gain_rule():
                    "larger4x-bf16-seed102": (None, None), "vanilla-larger4x-bf16-seed207": (None, None),
                    "bandit-s-bf16-seed25": (14, 23), "larger16x-bf16-seed101": (8, 8), "larger16x-bf16-seed105": (13, 13)}
     assert summary["false_collapse"] == summary["learners_warned"] == 0 and summary["gain_then_loss_runs"] == 2
+
+
+def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
+    """The seventeenth session's runs (docs/health.md), listed before they were made, on a CPU
+    with AVX2 and no AVX512 (fp32), with the detector unchanged. By hand from the committed
+    copies: StarPO-S Bandit fp32 seed 111 learned (0.05 -> 1.00) but named the safe arm (Phoenix)
+    in 5-6 of its 8 saved replies at steps 8-19 with no gain (train success 0.00-0.04 to step
+    12), then the risky arm from step 20: the detector called a collapse at step 10 (no gain,
+    I(X;Z)/H(X) down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of their peaks) and
+    was healthy again from step 15: a false collapse. `larger` 4x seed 112 and 16x seed 113 keep a
+    gain only to a shortcut's level (0.44 = "always the second number", 0.53 < 0.56 "always the
+    first"); vanilla StarPO 4x seed 114 learned (0.02 -> 0.95)."""
+    hc, corpus, committed, by = _relabelled("fresh6")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-fp32-seed111", "vanilla-larger4x-fp32-seed114"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "larger16x-fp32-seed113", "larger4x-fp32-seed112"]
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh6")
+    assert got == {"bandit-s-fp32-seed111": (9, 10), "vanilla-larger4x-fp32-seed114": (None, None)}
+    assert summary["false_collapse"] == summary["learners_warned"] == 1
