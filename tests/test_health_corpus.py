@@ -374,8 +374,8 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     """The seventeenth session's runs (docs/health.md), listed before they were made, on a CPU
     with AVX2 and no AVX512 (fp32), with the detector unchanged. By hand from the committed
     copies: StarPO-S Bandit fp32 seed 111 learned (0.05 -> 1.00) but named the safe arm (Phoenix)
-    in 5-6 of its 8 saved replies at steps 8-19 with no gain (train success 0.00-0.04 to step
-    12), then the risky arm from step 20: the detector called a collapse at step 10 (no gain,
+    in 4-6 of its 8 saved replies at steps 8-18 with no gain (train success 0.00-0.04 to step
+    12), then the risky arm (Dragon) from step 20: the detector called a collapse at step 10 (no gain,
     I(X;Z)/H(X) down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of their peaks) and
     was healthy again from step 15: a false collapse. `larger` 4x seed 112 and 16x seed 113 keep a
     gain only to a shortcut's level (0.44 = "always the second number", 0.53 < 0.56 "always the
