@@ -375,9 +375,10 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     with AVX2 and no AVX512 (fp32), with the detector unchanged. By hand from the committed
     copies: StarPO-S Bandit fp32 seed 111 learned (0.05 -> 1.00) but named the safe arm (Phoenix)
     in 4-6 of its 8 saved replies at steps 8-18 with no gain (train success 0.00-0.04 to step
-    12), then the risky arm (Dragon) from step 20: the detector called a collapse at step 10 (no gain,
-    I(X;Z)/H(X) down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of their peaks) and
-    was healthy again from step 15: a false collapse. `larger` 4x seed 112 and 16x seed 113 keep a
+    12), then the risky arm (Dragon) from step 20: the detector of those runs called a collapse at
+    step 10 (no gain, I(X;Z)/H(X) down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of
+    their peaks), a false collapse; since the eighteenth session `no_gain` also needs a narrowing
+    measure at its own limit (`NARROWED`), so it is warned from step 9 and never called. `larger` 4x seed 112 and 16x seed 113 keep a
     gain only to a shortcut's level (0.44 = "always the second number", 0.53 < 0.56 "always the
     first"); vanilla StarPO 4x seed 114 learned (0.02 -> 0.95)."""
     hc, corpus, committed, by = _relabelled("fresh6")
@@ -386,5 +387,5 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
         "larger16x-fp32-seed113", "larger4x-fp32-seed112"]
     got, summary = _first_verdicts(hc, corpus, committed, "fresh6")
-    assert got == {"bandit-s-fp32-seed111": (9, 10), "vanilla-larger4x-fp32-seed114": (None, None)}
-    assert summary["false_collapse"] == summary["learners_warned"] == 1
+    assert got == {"bandit-s-fp32-seed111": (9, None), "vanilla-larger4x-fp32-seed114": (None, None)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1

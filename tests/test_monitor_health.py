@@ -271,6 +271,23 @@ def test_no_gain_beside_identical_replies_is_a_collapse():
     assert [r.signal for r in assess(hist[:13], CFG).reasons] == ["no_gain", "entropy", "identical_replies"]
 
 
+def test_no_gain_beside_the_template_and_the_joint_sign_only_is_a_warning():
+    # Bandit seed 111 (docs/health.md, eighteenth session): on the safe arm with no gain, I(X;Z)
+    # fell and entropy and bigrams fell together, but neither to its own limit; it then learned.
+    # Flat success 0.05; I(X;Z)/H(X) 0.2 -> 0.02 from step 11: s11 = (.2 + .2 + .02)/3 = .14,
+    # s12 = .08 <= .5 x .2: template from step 12. Entropy 1 -> .6 and distinct bigrams .6 -> .36
+    # from 11: s12 = .733 of the peak <= .8: joint_narrowing from 12, each alone > .5. No gain, two
+    # signals, but none at its own limit: a warning (a collapse until 2026-11-27). From step 16
+    # entropy .2: s16 = (.6 + .6 + .2)/3 = .467 <= .5: the entropy signal, and a collapse.
+    hist = run(lambda t: 0.05, **{"collapse/mi_norm": lambda t: 0.2 if t < 11 else 0.02,
+                                  "actor/entropy": lambda t: 1.0 if t < 11 else (0.6 if t < 16 else 0.2),
+                                  "diversity/distinct_2": lambda t: 0.6 if t < 11 else 0.36})
+    lv = levels(hist)
+    assert set(lv[:11]) == {"healthy"} and lv[11:15] == ["warning"] * 4 and lv[15] == "collapse"
+    assert [r.signal for r in assess(hist[:12], CFG).reasons] == ["template", "joint_narrowing"]
+    assert [r.signal for r in assess(hist[:16], CFG).reasons] == ["no_gain", "entropy", "template", "joint_narrowing"]
+
+
 def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
     # Flat success 0.05 (no progress, no failure). From step 11 entropy and distinct bigrams fall
     # by 12% of their start a step (x_t = start x (1 - 0.12 (t - 10))). Smoothed over 3 steps, both

@@ -21,10 +21,12 @@ of evidence:
 Verdict: healthy while warming up (a collapse excepted), solved, or without narrowing signals;
 narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain`
 counts only beside a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time
-too; a state-blind one that stalls has collapsed). A narrowing run that is progressing is
-healthy: convergence. `no_signal` speaks separately of a run that has had no learning signal
-for `no_signal_steps` steps in a row. Thresholds live in `HealthSpec` (spec/health_spec.py);
-docs/health.md says how each was chosen on the run corpus.
+too; a state-blind one that stalls has collapsed), and one narrowing measure at its own limit,
+`NARROWED` (a learner passing through one answer tripped only the earlier, joint sign:
+docs/health.md). A narrowing run that is progressing is healthy: convergence. `no_signal`
+speaks separately of a run that has had no learning signal for `no_signal_steps` steps in a row.
+Thresholds live in `HealthSpec` (spec/health_spec.py); docs/health.md says how each was chosen on
+the run corpus.
 
 Notation: x_t the metric at step t (records missing the metric or holding NaN are skipped);
 s_t = mean of the last `smooth` values; the "recent peak" is max s over the `window` values
@@ -184,6 +186,11 @@ SIGNALS = NARROWING  # the names a spec or the TUI may refer to
 # Replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template collapse), or half repeat
 # another word for word (RAGEN's "repetitive templates"); a slow learner's replies still differ.
 STATE_BLIND = ("template", "identical_replies")
+# A narrowing measure at its own limit, not the earlier joint sign or a grad spike: with no gain
+# to fall from, `no_gain` is the weakest failure, so it needs one of these too (2026-11-27).
+NARROWED = ("in_group_std", "entropy", "distinct_ngrams", "identical_replies")
+
+
 def trailing_run(xs: list[float], level: float) -> int:
     """How many of the last values of `xs` in a row are at least `level` ([.2, 1, .97], .95 -> 2)."""
     n = 0
@@ -259,8 +266,11 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
         # that has since been lost (success_fell: at most fall_ratio of the gain kept), though its
         # high is still inside progress_window.
         return Verdict("healthy", [], step)
-    if failed is not None and failed.signal == "no_gain" and not any(r.signal in STATE_BLIND for r in narrowing):
-        failed = None  # a slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73)
+    signals = {r.signal for r in narrowing}
+    if failed is not None and failed.signal == "no_gain" and not (signals & set(STATE_BLIND) and signals & set(NARROWED)):
+        # A slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73);
+        # nor had Bandit seed 111 on the safe arm, its entropy at 74% of its peak (docs/health.md).
+        failed = None
     if failed is not None and len(narrowing) >= cfg.collapse_votes:
         return Verdict("collapse", [failed, *narrowing], step)
     return Verdict("healthy", [], step) if early else Verdict("warning", narrowing, step)
