@@ -372,20 +372,35 @@ def test_fresh5_corpus_held_out_for_the_held_gain_rule():
 
 def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     """The seventeenth session's runs (docs/health.md), listed before they were made, on a CPU
-    with AVX2 and no AVX512 (fp32), with the detector unchanged. By hand from the committed
-    copies: StarPO-S Bandit fp32 seed 111 learned (0.05 -> 1.00) but named the safe arm (Phoenix)
-    in 4-6 of its 8 saved replies at steps 8-18 with no gain (train success 0.00-0.04 to step
-    12), then the risky arm (Dragon) from step 20: the detector of those runs called a collapse at
-    step 10 (no gain, I(X;Z)/H(X) down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of
-    their peaks), a false collapse; since the eighteenth session `no_gain` also needs a narrowing
-    measure at its own limit (`NARROWED`), so it is warned from step 9 and never called. `larger` 4x seed 112 and 16x seed 113 keep a
-    gain only to a shortcut's level (0.44 = "always the second number", 0.53 < 0.56 "always the
-    first"); vanilla StarPO 4x seed 114 learned (0.02 -> 0.95)."""
+    with AVX2 and no AVX512 (fp32); 1-4 made by the seventeenth session, 5-10 by the eighteenth
+    after its rule change was committed. By hand from the committed copies: StarPO-S Bandit fp32
+    seed 111 learned (0.05 -> 1.00) but named the safe arm (Phoenix) in 4-6 of its 8 saved replies
+    at steps 8-18 with no gain (train success 0.00-0.04 to step 12), then the risky arm (Dragon)
+    from step 20: the detector of those runs called a collapse at step 10 (no gain, I(X;Z)/H(X)
+    down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of their peaks), a false collapse;
+    since the eighteenth session `no_gain` also needs a narrowing measure at its own limit
+    (`NARROWED`), so it is warned from step 9 and never called. Seed 118 too named Phoenix (in 3-6 of
+    its 8 saved replies at steps 2-16, Dragon in at most 2) with validation 0.00 at steps 4-8, then
+    learned (0.77 at 12, 1.00 at 26): warned at 8 on `template` alone. `larger` 16x seed 117 swung (validation 0.61, 0.17, 0.64,
+    0.16 at 14, 0.86 at 20, 0.70 at the end, above "always the first number" 0.56 + 2 se): at step
+    14 its smoothed train success was (.30 + .30 + .23)/3 = .28 against a peak of .60 (steps 2-4),
+    under half its gain over .02, beside three narrowing signals: called a collapse, then learned.
+    16x seed 120 held 0.44-0.56 for 18 steps, then lost it (0.23 at 20, 0.00 from 22; train success
+    .77 at 19, .35, .34, then 0): a gain-then-loss collapse, onset 20, called at 22 (lead -2).
+    `larger` 4x seed 112 and 16x seed 113 keep a gain only to a shortcut's level (0.44 = "always
+    the second number", 0.53 < 0.56 "always the first"); 4x seeds 116 and 119 and vanilla StarPO 4x
+    seed 114 learned (0.88, 0.98, 0.95 at the end), Bandit seed 115 too (1.00), none warned."""
     hc, corpus, committed, by = _relabelled("fresh6")
     assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
-        "bandit-s-fp32-seed111", "vanilla-larger4x-fp32-seed114"]
+        "bandit-s-fp32-seed111", "bandit-s-fp32-seed115", "bandit-s-fp32-seed118", "larger16x-fp32-seed117",
+        "larger4x-fp32-seed116", "larger4x-fp32-seed119", "vanilla-larger4x-fp32-seed114"]
     assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
         "larger16x-fp32-seed113", "larger4x-fp32-seed112"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"larger16x-fp32-seed120": 20}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh6")
-    assert got == {"bandit-s-fp32-seed111": (9, None), "vanilla-larger4x-fp32-seed114": (None, None)}
-    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1
+    assert got == {"bandit-s-fp32-seed111": (9, None), "bandit-s-fp32-seed115": (None, None),
+                   "bandit-s-fp32-seed118": (8, None), "larger16x-fp32-seed117": (14, 14),
+                   "larger4x-fp32-seed116": (None, None), "larger4x-fp32-seed119": (None, None),
+                   "vanilla-larger4x-fp32-seed114": (None, None), "larger16x-fp32-seed120": (22, 22)}
+    assert summary["false_collapse"] == 1 and summary["learners_warned"] == 3
+    assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -2 and summary["gain_then_loss_runs"] == 1
