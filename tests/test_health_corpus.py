@@ -379,12 +379,13 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     from step 20: the detector of those runs called a collapse at step 10 (no gain, I(X;Z)/H(X)
     down from 0.11 to 0.05, entropy and bigrams at 74% and 71% of their peaks), a false collapse;
     since the eighteenth session `no_gain` also needs a narrowing measure at its own limit
-    (`NARROWED`), so it is warned from step 9 and never called. Seed 118 too named Phoenix (in 3-6 of
-    its 8 saved replies at steps 2-16, Dragon in at most 2) with validation 0.00 at steps 4-8, then
-    learned (0.77 at 12, 1.00 at 26): warned at 8 on `template` alone. `larger` 16x seed 117 swung (validation 0.61, 0.17, 0.64,
-    0.16 at 14, 0.86 at 20, 0.70 at the end, above "always the first number" 0.56 + 2 se): at step
-    14 its smoothed train success was (.30 + .30 + .23)/3 = .28 against a peak of .60 (steps 2-4),
-    under half its gain over .02, beside three narrowing signals: called a collapse, then learned.
+    (`NARROWED`), so it is warned from step 9 and never called. Seed 118 too named Phoenix (in 3-6
+    of its 8 saved replies at steps 2-16, Dragon in at most 2) with validation 0.00 at steps 4-8,
+    then learned (0.77 at 12, 1.00 at 26): warned at 8 on `template` alone. `larger` 16x seed 117
+    swung (validation 0.61, 0.17, 0.64, 0.16 at 14, 0.86 at 20, 0.70 at the end, above "always the
+    first number" 0.56 + 2 se): at step 14 its smoothed train success was (.30 + .30 + .23)/3 =
+    .28 against a peak of .60 (steps 2-4), under half its gain over .02, beside three narrowing
+    signals: called a collapse, then learned.
     16x seed 120 held 0.44-0.56 for 18 steps, then lost it (0.23 at 20, 0.00 from 22; train success
     .77 at 19, .35, .34, then 0): a gain-then-loss collapse, onset 20, called at 22 (lead -2).
     `larger` 4x seed 112 and 16x seed 113 keep a gain only to a shortcut's level (0.44 = "always
