@@ -75,7 +75,7 @@ def test_cpu_single_process_vllm_env_launch(cpu_plan: Plan):
     assert cpu_plan.env == {
         "DS_ACCELERATOR": "cpu", "VLLM_CPU_KVCACHE_SPACE": "3", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
         "VLLM_CPU_OMP_THREADS_BIND": "0-1", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_ADDR": "127.0.0.1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine in the trainer's process
     }
     assert (cpu_plan.launch.kind, cpu_plan.launch.argv) == ("in-process", ())
     assert (cpu_plan.run_dir, cpu_plan.lora, cpu_plan.needs_reference) == ("runs/cpu-run", True, False)
@@ -316,13 +316,13 @@ def test_vllm_sleeps_only_on_cuda_beside_deepspeed(tmp_path: Path):
 
 
 def test_the_plan_decides_how_weights_reach_the_engine(tmp_path: Path):
-    # full weights: a file in /dev/shm on CPU (the engine is another process), tensors by reference
-    # on CUDA (in-process engine); LoRA: merged on CPU, the adapter on CUDA (rollout.lora_sync auto)
+    # the engine in the trainer's process on both devices; full weights: a file in /dev/shm on CPU,
+    # tensors by reference on CUDA; LoRA: merged on CPU, the adapter on CUDA (rollout.lora_sync auto)
     path = tmp_path / "s.yaml"
     path.write_text(CPU_SPEC)  # LoRA rank 12
     spec = load_spec(path)
     cpu, cuda = compile_plan(spec, device="cpu", cpu_count=2), compile_plan(spec, device="cuda", cpu_count=2)
-    assert (cpu.weight_sync, cpu.lora_sync, "VLLM_ENABLE_V1_MULTIPROCESSING" in cpu.env) == ("file", "merged", False)
+    assert (cpu.weight_sync, cpu.lora_sync, cpu.env["VLLM_ENABLE_V1_MULTIPROCESSING"]) == ("file", "merged", "0")
     assert (cuda.weight_sync, cuda.lora_sync, cuda.env["VLLM_ENABLE_V1_MULTIPROCESSING"]) == ("tensors", "adapter", "0")
     assert cuda.vllm["enable_lora"] is True and "enable_lora" not in cpu.vllm
     path.write_text(CPU_SPEC.replace("vllm_kv_cache_gib: 3}", "vllm_kv_cache_gib: 3, lora_sync: merged, backend: hf}"))

@@ -80,7 +80,7 @@ def test_ctrl_c_in_a_terminal_finishes_the_step_with_the_vllm_engine(tmp_path):
     out = tmp_path / "runs"
     sets = [s for s in TINY if not s.startswith("rollout.backend=")] + ["rollout.backend=vllm", "model.lora=null"]
     proc = train_past_step_one(out, "cc", sets, new_session=True)
-    assert len(_group_alive(proc.pid)) >= 2  # the trainer and vLLM's engine
+    assert len(_group_alive(proc.pid)) >= 2  # the trainer (vLLM's engine inside it) and its reaper
     os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output[-3000:]

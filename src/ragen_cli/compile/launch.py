@@ -65,11 +65,12 @@ VLLM_EXTENSION = "ragen_cli.rollout.vllm_worker_ext.WeightSyncExtension"
 
 
 def weight_sync_mode(device: str) -> str:
-    """How full weights reach vLLM after an update: "tensors" on CUDA (the engine runs in the
-    trainer's process, VLLM_ENABLE_V1_MULTIPROCESSING=0, so the worker loads the trainer's tensors
-    by reference: no file, no copy through RPC); "file" on CPU (a safetensors file in /dev/shm
-    that the engine's process reads: 3 s for SmolLM2 against 7-9 s for the same bytes through
-    vLLM's RPC, docs/rollout.md)."""
+    """How full weights reach vLLM after an update. The engine runs in the trainer's process on
+    every device (`process_env`). "tensors" on CUDA: the worker loads the trainer's tensors by
+    reference, no file, no copy. "file" on CPU: a safetensors file in /dev/shm that the worker
+    memory-maps, the route the CPU parity corpus was recorded with (docs/rollout.md); in a 4-step
+    `make train` A/B on 2 cores, tensors pushed in 0.6 s against the file's 1.0 s and no step was
+    faster beyond noise."""
     return "tensors" if device == "cuda" else "file"
 
 
@@ -154,9 +155,13 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
         env.update(vllm_cpu_env(spec.rollout.vllm_kv_cache_gib, cpu_count, world))
-    if spec.rollout.backend != "hf" and (device == "cuda" or world > 1):
-        # the engine in this process: weight_sync_mode "tensors" on CUDA; the external launcher
-        # with several ranks needs it (and would set it itself)
+    if spec.rollout.backend != "hf":
+        # Every vLLM engine runs in the trainer's process: weight_sync_mode "tensors" on CUDA
+        # needs it, the external launcher with several ranks too (and would set it itself), and on
+        # CPU it starts 2.25x faster: vLLM's default spawns an engine-core and a worker process, each
+        # importing torch and vLLM again (2 cores: 40.6 s against 18.0 s, bench/engine_start.py;
+        # docs/rollout.md "vLLM processes"). vLLM 0.32's CPU worker binds its OpenMP threads to the
+        # cores of VLLM_CPU_OMP_THREADS_BIND and leaves the process's torch threads as they were.
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     if world == 1:
         # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI. Its
