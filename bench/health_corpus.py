@@ -6,7 +6,8 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py shortcuts            # each run's shortcut.json (collect writes it)
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
-    .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have
+    .venv/bin/python bench/health_corpus.py bound                # the best lead any detector could have, and
+                                                                 # learners as narrowed as each slow collapse (takes several --corpus)
     .venv/bin/python bench/health_corpus.py table                # the runs as a Markdown table (docs/health.md)
     .venv/bin/python bench/health_corpus.py margins              # each threshold's safe band (takes several --corpus)
 
@@ -249,6 +250,59 @@ def warned_by(*warned_at: list, first: int, last: int) -> list[tuple[int, tuple[
     return out
 
 
+NARROWING_MEASURES = ("reward/task_in_group_std", "actor/entropy", "diversity/distinct_2")
+
+
+def narrowed(history: list[dict]) -> list[float]:
+    """How narrowed a run is after `history`, as five numbers, lower = more narrowed: the ratios
+    to their recent peaks the detector reads (`NARROWING_MEASURES`, monitor/health.py
+    `drop_ratio`, 1 without one), minus the smoothed identical-reply share, and I(X;Z)/H(X) to its
+    recent peak (1 without one), all at the HealthSpec defaults."""
+    from ragen_cli.monitor.health import drop_ratio
+    from ragen_cli.monitor.verdict import series, smoothed
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    cfg = HealthSpec()
+    out = []
+    for name in (*NARROWING_MEASURES, "collapse/mi_norm"):
+        xs = series(history, name, cfg.window + cfg.smooth)
+        ratio = drop_ratio(xs, cfg.window, cfg.smooth) if len(xs) > 1 else None
+        out.append(1.0 if ratio is None else ratio)
+    same = series(history, "diversity/identical_share", cfg.smooth)
+    out.insert(3, -(smoothed(same, cfg.smooth)[-1] if same else 0.0))
+    return out
+
+
+def twins(labels: list[dict], lead: int = 3) -> None:
+    """For each collapse with onset >= warmup_steps + `lead`, at each step from warmup_steps to
+    onset - `lead` (where a warning `lead` steps early must come), how many learning runs of its
+    spec family (the run name without corpus prefix, precision and seed) are at least as narrowed
+    on all five `narrowed` numbers at that step. A detector that only reads those five and warns
+    more the more narrowed a run is would have to warn each such twin along with the collapse."""
+    import re
+
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    def family(run: str) -> str:
+        return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu)-", "", run)))
+
+    def history(lab: dict) -> list[dict]:
+        return [r for r in _jsonl(run_dir(lab) / "metrics.jsonl") if r.get("step", 0) >= 1]
+
+    first = HealthSpec().warmup_steps
+    learners = [(lab, history(lab)) for lab in labels if lab["label"] == "learns"]
+    for lab in labels:
+        if lab["label"] != "collapse" or lab["onset"] < first + lead:
+            continue
+        peers = [h for other, h in learners if family(other["run"]) == family(lab["run"])]
+        own, counts = history(lab), []
+        for step in range(first, lab["onset"] - lead + 1):
+            mine = narrowed(own[:step])
+            counts.append(sum(len(h) >= step and all(a <= b for a, b in zip(narrowed(h[:step]), mine)) for h in peers))
+        print(f"{lab['run']:40s} onset {lab['onset']:>3}  {len(peers):>2} learners of {family(lab['run'])}; "
+              f"as narrowed at steps {first}-{lab['onset'] - lead}: {counts}")
+
+
 def bound(labels: list[dict]) -> dict:
     """The lead of the oracle detector (`separable_at` on the behaviour metrics `with_history`)
     on every collapse, from step BOUND_FROM; a collapse it cannot tell from the learners up to its
@@ -290,6 +344,7 @@ def bound(labels: list[dict]) -> dict:
                "cap_median_lead": statistics.median(cap) if cap else None,
                "learning_runs": len(learn_at), "held_out_learners_warned": sum(a is not None for a in learn_at)}
     print(json.dumps(summary))
+    twins(labels)
     return summary
 
 
@@ -497,8 +552,8 @@ def main(argv: list[str] | None = None) -> int:
                          "The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
-    if len(corpora) > 1 and args.command not in ("evaluate", "margins"):
-        ap.error(f"{args.command} works on one --corpus; the replay (no command) takes several")
+    if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound"):
+        ap.error(f"{args.command} works on one --corpus; the replay (no command), margins and bound take several")
     global CORPUS
     CORPUS = corpora[0]
     if args.command == "collect":
@@ -515,9 +570,6 @@ def main(argv: list[str] | None = None) -> int:
         for lab in labels:
             print(f"{lab['run']:28s} {lab['label']:9s} onset {lab['onset']}  ({lab['why']})")
         return 0
-    if args.command == "bound":
-        bound(json.loads((CORPUS / "labels.json").read_text()))
-        return 0
     if args.command == "table":
         table(json.loads((CORPUS / "labels.json").read_text()))
         return 0
@@ -527,6 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     from ragen_cli.spec.health_spec import HealthSpec
 
     labels = [{**lab, "corpus": str(c)} for c in corpora for lab in json.loads((c / "labels.json").read_text())]
+    if args.command == "bound":
+        bound(labels)
+        return 0
     if args.command == "margins":
         margins(labels)
         return 0

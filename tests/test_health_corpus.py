@@ -110,6 +110,39 @@ def test_held_out_envelope_warns_a_run_outside_the_others():
     assert hc.held_out_envelope(runs, 2, 5) == [(2, ["m"]), None, None, (2, ["m"])]
 
 
+def test_narrowed_by_hand():
+    hc = _bench()
+    history = [
+        {"step": 1, "actor/entropy": 4.0, "diversity/distinct_2": 0.8, "reward/task_in_group_std": 0.4,
+         "diversity/identical_share": 0.0, "collapse/mi_norm": 0.5},
+        {"step": 2, "actor/entropy": 2.0, "diversity/distinct_2": 0.4, "reward/task_in_group_std": 0.2,
+         "diversity/identical_share": 0.5},
+        {"step": 3, "actor/entropy": 1.0, "diversity/distinct_2": 0.2, "reward/task_in_group_std": 0.4,
+         "diversity/identical_share": 1.0, "collapse/mi_norm": 0.1},
+    ]
+    # smoothed over 3: std 0.4, 0.3, 1/3 -> (1/3) / 0.4; entropy 4, 3, 7/3 -> (7/3) / 4; distinct
+    # 0.8, 0.6, 1.4/3 -> 7/12; identical (0 + 0.5 + 1) / 3; I(X;Z) 0.5, 0.3 -> 0.6
+    got = hc.narrowed(history)
+    want = [5 / 6, 7 / 12, 7 / 12, -0.5, 0.6]
+    assert all(abs(a - b) < 1e-12 for a, b in zip(got, want)) and len(got) == 5
+    assert hc.narrowed(history[:1]) == [1.0, 1.0, 1.0, -0.0, 1.0]  # no history to fall from
+
+
+def test_twins_counts_learners_of_the_family_at_least_as_narrowed(tmp_path, capsys):
+    hc = _bench()
+    entropy = {"x-seed1": [4, 3, 2, 1.5, 1.2], "x-seed2": [4, 3, 2, 1, 0.5], "x-seed3": [4] * 5, "y-seed4": [4, 2, 1, 0.5, 0.1]}
+    for run, xs in entropy.items():
+        (tmp_path / "runs" / run).mkdir(parents=True)
+        (tmp_path / "runs" / run / "metrics.jsonl").write_text(
+            "".join(json.dumps({"step": i, "actor/entropy": x}) + "\n" for i, x in enumerate([9.0, *xs])))
+    labels = [{"run": "x-seed1", "label": "collapse", "onset": 8}, {"run": "x-seed2", "label": "learns"},
+              {"run": "x-seed3", "label": "learns"}, {"run": "y-seed4", "label": "learns"}]
+    hc.twins([{**lab, "corpus": str(tmp_path)} for lab in labels])
+    # step 5 (warm-up 5, onset 8 - 3): the collapse's entropy ratio (1.2 + 1.5 + 2) / 3 / 4; seed 2's
+    # is lower (a twin), seed 3's is 1; y-seed4 is another family; step 0 (the base model) is skipped
+    assert "2 learners of x; as narrowed at steps 5-5: [1]" in capsys.readouterr().out
+
+
 def test_warned_by_counts_first_warnings_at_each_step_they_grow():
     hc = _bench()
     # collapses warned at 2, 3, never; learners at 3, 3: by 2 -> (1, 0); by 3 -> (2, 2); 4, 5 unchanged
