@@ -438,3 +438,26 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
                    "vanilla-larger4x-fp32-seed114": (None, None), "larger16x-fp32-seed120": (22, 22)}
     assert summary["false_collapse"] == 1 and summary["learners_warned"] == 3
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -2 and summary["gain_then_loss_runs"] == 1
+
+
+def test_fresh7_corpus_with_the_engine_in_the_trainers_process():
+    """The nineteenth session's runs (docs/health.md), listed before they were made, fp32 on a CPU
+    without AVX512, the first full-length runs with vLLM in the trainer's process. By hand from the
+    committed copies: Bandit seeds 121 and 123 learned (validation 0.05 -> 1.00 by steps 22 and
+    20), never warned. `larger` 16x seeds 122 and 124 gained, swung and lost: validation
+    0.56 at steps 2-8, 0.17 at 10, 0.48-0.72 at 12-22, then 0.44, 0.30 (26), 0.23, 0.00 (seed
+    122); 0.44, 0.16 at 4, 0.44-0.75 at 6-18, 0.88 at 20, 0.73, 0.73, then 0.38 (26), 0.14, 0.08
+    (seed 124); both above "always the first number" (0.56) at their best, onset 26. The
+    detector called each a collapse on its first dip (train success .62 at step 3 -> .14, .04;
+    .75 at 5 -> .26, .02 by step 11), which validation showed too (0.16 at 4, 0.17 at 10), and
+    which each run then recovered from: first warning 7 and 6, first collapse 10 and 6, so the
+    replay's leads (19, 20) belong to that dip, not to the final fall (called at 28 and 27)."""
+    hc, corpus, committed, by = _relabelled("fresh7")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == ["bandit-s-fp32-seed121", "bandit-s-fp32-seed123"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+        "larger16x-fp32-seed122": 26, "larger16x-fp32-seed124": 26}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh7")
+    assert got == {"bandit-s-fp32-seed121": (None, None), "bandit-s-fp32-seed123": (None, None),
+                   "larger16x-fp32-seed122": (7, 10), "larger16x-fp32-seed124": (6, 6)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
+    assert summary["gain_then_loss_runs"] == 2 and summary["slow_min_lead"] == 19
