@@ -37,7 +37,7 @@ Two ways a sync fails:
    noise (fresh4 seeds 97, 98, 99; lags near 0), 3.2 times it in the run above (before
    `noise_after`). All four pass with `recent` (the five steps before them measured up to
    0.11-0.58), and the three resumed with it ran to their end without a stop. Over the
-   1310 recorded bf16 syncs of the health corpora's 100 runs (`bench/parity_corpus.py`) the gap
+   1310 recorded bf16 syncs of the health corpora's 139 runs (`bench/parity_corpus.py`) the gap
    reaches 0.81 of the tolerance set with `recent` (99th percentile 0.53). The first sync after a
    start or a resume has no history and is judged on its own noise, so a sync that never reaches
    the engine is stopped at step 1 as before.
