@@ -281,13 +281,15 @@ def twins(labels: list[dict], lead: int = 3) -> None:
     more the more narrowed a run is would have to warn each such twin along with the collapse."""
     import re
 
+    from ragen_cli.monitor.replay import thinned, training_history
     from ragen_cli.spec.health_spec import HealthSpec
 
     def family(run: str) -> str:
         return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu)-", "", run)))
 
     def history(lab: dict) -> list[dict]:
-        return [r for r in _jsonl(run_dir(lab) / "metrics.jsonl") if r.get("step", 0) >= 1]
+        """What the detector reads at a user's cadence, as the replay gives it (`run_verdicts`)."""
+        return thinned(training_history(_jsonl(run_dir(lab) / "metrics.jsonl")), default_cadence())
 
     first = HealthSpec().warmup_steps
     learners = [(lab, history(lab)) for lab in labels if lab["label"] == "learns"]
