@@ -1,6 +1,7 @@
-"""Subprocess script for tests/test_rollout_vllm.py (vLLM spawns processes, so it runs under a
-`__main__` guard): one vLLM engine (tiny-random, fp32, LoRA enabled) checks several things and
-prints one JSON line that the test asserts on.
+"""Subprocess script for tests/test_rollout_vllm.py, which starts it with the engine in this
+process (VLLM_ENABLE_V1_MULTIPROCESSING=0, as a training run's Plan does; under a `__main__`
+guard, which vLLM's own processes would need): one vLLM engine (tiny-random, fp32, LoRA
+enabled) checks several things and prints one JSON line that the test asserts on.
 
     python tests/rollout_vllm_probe.py MODEL_DIR WORK_DIR
 """

@@ -72,7 +72,9 @@ def test_vllm_loads_it_and_agrees_with_transformers(hf, smollm2_dir, tmp_path):
     prompts = [tok(p).input_ids for p in PROMPTS]
     script = tmp_path / "vllm_greedy.py"
     script.write_text(VLLM_SCRIPT)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    # the engine in the script's process, as a training run's Plan starts it (compile/launch.py)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false",
+           "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.run([sys.executable, str(script), str(smollm2_dir), json.dumps(prompts), str(MAX_TOKENS)],
                           capture_output=True, text=True, timeout=300, env=env)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]

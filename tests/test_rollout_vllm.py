@@ -1,7 +1,9 @@
 """vLLM backend against the HF backend and the trainer's model (issue 4 acceptance, slow).
 
-vLLM starts its engine in spawned processes, so all checks run in one subprocess script
-(`tests/rollout_vllm_probe.py`, one engine start) that prints a JSON line asserted on here.
+All checks run in one subprocess script (`tests/rollout_vllm_probe.py`, one engine start) that
+prints a JSON line asserted on here. The engine runs in that process
+(VLLM_ENABLE_V1_MULTIPROCESSING=0), as every training run's Plan starts it (compile/launch.py
+`process_env`); it starts in about half the time of vLLM's own processes (bench/engine_start.py).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ STALE = 0.05  # the spec's default parity_threshold
 def probe(tiny_model_dir, tmp_path_factory):
     script = Path(__file__).with_name("rollout_vllm_probe.py")
     work = tmp_path_factory.mktemp("vllm")
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(work)],
                           capture_output=True, text=True, timeout=600, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]

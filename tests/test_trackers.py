@@ -235,3 +235,16 @@ def test_pip_names_match_the_trackers_extra():
     pinned = {spec.split("==")[0].lower() for spec in extra}
     named = {p for logger, pip in checks.LOGGER_PIP.items() if logger != "tensorboard" for p in pip.split()}
     assert pinned == named
+
+
+def test_the_trainer_imports_deepspeed_without_mlflow_and_mlflow_still_imports():
+    """DeepSpeed's autotuner imports mlflow when it is installed (2.3 s of every trainer's start);
+    `import_deepspeed` keeps it out, and leaves mlflow importable for the MLflow sink."""
+    import subprocess
+
+    code = ("import sys; from ragen_cli.models.load import import_deepspeed; import_deepspeed(); "
+            "from deepspeed.autotuning import autotuner; print(autotuner.has_mlflow, 'mlflow' in sys.modules); "
+            "import mlflow; print(mlflow.__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-3:] == ["False", "False", "mlflow"]

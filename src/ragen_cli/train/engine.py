@@ -87,11 +87,11 @@ def init_distributed(plan_env: dict[str, str] | None = None) -> tuple[int, int]:
         os.environ.setdefault(key, value)
     if os.environ.get("WORLD_SIZE", "1") == "1":
         os.environ.update(single_process_env())
-    from ragen_cli.models.load import set_ds_accelerator
-
-    set_ds_accelerator()
-    import deepspeed
     import torch
+
+    from ragen_cli.models.load import import_deepspeed
+
+    deepspeed = import_deepspeed()
 
     if torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -127,8 +127,9 @@ def _record_grad_norm(engine) -> None:
 
 
 def _initialize(model, config: dict, world_size: int):
-    import deepspeed
+    from ragen_cli.models.load import import_deepspeed
 
+    deepspeed = import_deepspeed()
     params = [p for p in model.parameters() if p.requires_grad]
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_config(config, world_size))
     _record_grad_norm(engine)
