@@ -1,7 +1,8 @@
 """Subprocess script for tests/test_rollout_vllm.py, which starts it with the engine in this
 process (VLLM_ENABLE_V1_MULTIPROCESSING=0, as a training run's Plan does; under a `__main__`
 guard, which vLLM's own processes would need): one vLLM engine (tiny-random, fp32, LoRA
-enabled) checks several things and prints one JSON line that the test asserts on.
+enabled) checks several things, the file and the tensor weight routes among them, and prints one
+JSON line that the test asserts on.
 
     python tests/rollout_vllm_probe.py MODEL_DIR WORK_DIR
 """
@@ -59,12 +60,18 @@ def main(model_dir: str, work: str) -> dict:
     from ragen_cli.rollout.hf_backend import HFBackend
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
+    import torch
+
     tok = load_tokenizer(model_dir)
     model = load_causal_lm(model_dir, "float32")
     hf = HFBackend(model, tok)
+    torch.manual_seed(1234)  # the trainer's generator; an engine in this process must not move it
+    before = torch.get_rng_state()
     vllm = VLLMBackend(model_dir, "float32", max_model_len=2048, seed=0, max_lora_rank=8, kv_cache_gib=1)
+    vllm.generate([tok.encode("Hello")], n=2, max_tokens=4, temperature=1.0, top_p=1.0, seed=5)
+    rng_kept = bool(torch.equal(before, torch.get_rng_state()))
     try:
-        return checks(model, tok, hf, vllm, work)
+        return {"rng_kept": rng_kept, **checks(model, tok, hf, vllm, work)}
     finally:
         vllm.close()  # as the trainer does
 
@@ -111,6 +118,15 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     vllm.sync(merged_state_dict(peft_model))
     res["merged_synced_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
     res["merged_no_adapter"] = vllm.lora_request is None
+    # 6. the tensor route (rollout weight_sync "tensors", the Plan's on CUDA): with the engine in
+    # this process the worker loads the trainer's tensors themselves (ragen_load_tensors)
+    from vllm.v1.engine.core_client import InprocClient
+
+    res["in_process"] = isinstance(vllm.llm.llm_engine.engine_core, InprocClient)
+    model = peft_model.unload()
+    vllm.weight_sync = "tensors"
+    res["tensors_stale_gap"], res["tensors_synced_gap"], res["tensors_restored_gap"] = \
+        sync_round_trip(model, HFBackend(model, tok), vllm, probe, 4)
     return res
 
 

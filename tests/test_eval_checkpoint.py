@@ -102,10 +102,15 @@ def test_option_errors_exit_2():
     assert result.exit_code == 2 and "nosuchenv" in result.output
 
 
-def test_unreachable_endpoint_exits_2(tiny_model_dir, tmp_path):
+def test_unreachable_endpoint_exits_2(tiny_model_dir, tmp_path, monkeypatch):
+    import time
+
+    waits: list[float] = []
+    monkeypatch.setattr(time, "sleep", waits.append)  # the retries' waits, recorded instead of slept
     with socket.socket() as s:  # a free port: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     result = CliRunner().invoke(app, ["eval", "--endpoint", f"http://127.0.0.1:{port}", "--model", str(tiny_model_dir),
                                       "--env", "bandit", "--episodes", "1", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "cannot reach the endpoint" in result.output
+    assert waits == [1.0, 2.0, 4.0, 8.0]  # Retry(): 5 tries, 1 s after the first failure, doubled after each

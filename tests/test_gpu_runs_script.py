@@ -9,6 +9,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "gpu_runs.sh"
 
 
@@ -23,6 +25,7 @@ def test_usage_errors_exit_2(tmp_path):
     assert r.returncode == 2 and "unknown option --fast" in r.stderr
 
 
+@pytest.mark.slow  # the SmolLM2 conversion (smollm2_dir), about 25 s on first use
 def test_past_the_deadline_no_run_starts_and_the_summary_says_so(tmp_path, smollm2_dir):
     # every run needs 60 s of the deadline left to start: with --deadline 0 none does; comments
     # and blank lines are not runs; OUT still gets the summary and a tarball of CORPUS

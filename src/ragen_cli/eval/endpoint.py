@@ -118,15 +118,16 @@ def post_json(url: str, body: dict, timeout: float, api_key: str | None = None) 
 
 
 def post_with_retries(url: str, body: dict, timeout: float, api_key: str | None, retry: Retry,
-                      sleep: Callable[[float], None] = time.sleep) -> dict:
-    """`post_json`, tried again on transient failures as `retry` says."""
+                      sleep: Callable[[float], None] | None = None) -> dict:
+    """`post_json`, tried again on transient failures as `retry` says; `sleep` waits (default
+    `time.sleep`, looked up at the wait)."""
     for tries in range(1, retry.attempts + 1):
         try:
             return post_json(url, body, timeout, api_key)
         except TransientEndpointError as err:
             if tries == retry.attempts:
                 raise EndpointError(f"no usable answer after {tries} tries: {err}") from None
-            sleep(retry.delay(tries, err.retry_after))
+            (sleep or time.sleep)(retry.delay(tries, err.retry_after))
     raise AssertionError("unreachable")
 
 
@@ -137,7 +138,7 @@ class EndpointBackend:
 
     def __init__(self, url: str, model: str, tokenizer: Any, *, timeout: float = 300.0,
                  api_key: str | None = None, concurrency: int = DEFAULT_CONCURRENCY, retry: Retry = Retry(),
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] | None = None):
         self.url = completions_url(url)
         self.model = model
         self.tokenizer = tokenizer

@@ -34,9 +34,8 @@ PROBES: dict[str, str] = {
     ),
     "vllm": "import json, vllm; from vllm import LLM; print(json.dumps({'version': vllm.__version__}))",
     "deepspeed": (
-        "import json, os, torch\n"
-        "if not torch.cuda.is_available(): os.environ.setdefault('DS_ACCELERATOR', 'cpu')\n"
-        "import deepspeed\nfrom deepspeed.git_version_info import installed_ops\n"
+        "import json\nfrom ragen_cli.models.load import import_deepspeed\n"  # as the trainer imports it
+        "deepspeed = import_deepspeed()\nfrom deepspeed.git_version_info import installed_ops\n"
         "print(json.dumps({'version': deepspeed.__version__, 'ops': installed_ops}))"
     ),
 }
