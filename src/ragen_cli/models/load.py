@@ -25,9 +25,10 @@ def set_ds_accelerator() -> None:
 def import_deepspeed():
     """`import deepspeed` (the accelerator set first), without the `mlflow` import that DeepSpeed's
     autotuner makes at import time when mlflow is installed (the `trackers` extra): ragen never
-    runs the autotuner, and that import was about 2.3 s of every trainer's start on a 2-core CPU
-    (`import deepspeed` 5.1-5.5 s, 2.7-3.2 s without it). mlflow stays importable: a run that logs
-    to MLflow imports it when its sink opens (train/sinks.py)."""
+    runs the autotuner, and that import was about 2.8 s of every trainer's start on a 2-core CPU
+    (bench/deepspeed_import.py: a process that imports DeepSpeed, median 6.3 s, 3.6 s without it).
+    mlflow stays importable: a run that logs to MLflow imports it when its sink opens
+    (train/sinks.py)."""
     set_ds_accelerator()
     blocked = "mlflow" not in sys.modules and "deepspeed" not in sys.modules
     if blocked:
