@@ -66,6 +66,25 @@ def smollm2_dir() -> Path:
     return resolve_model("smollm2-135m-instruct", "float32")
 
 
+@pytest.fixture(scope="session")
+def vllm_probe(tiny_model_dir, smollm2_dir, tmp_path_factory) -> dict:
+    """tests/rollout_vllm_probe.py's JSON result: the vLLM backend against HF and the trainer on
+    tiny-random (tests/test_rollout_vllm.py), then SmolLM2's greedy tokens from a second engine
+    (tests/test_models_smollm2.py); one process, each engine in it, as a run's Plan starts it."""
+    import json
+    import subprocess
+    import sys
+
+    script = Path(__file__).with_name("rollout_vllm_probe.py")
+    work = tmp_path_factory.mktemp("vllm")
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(work), str(smollm2_dir)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 @pytest.fixture(params=["fp32", "bf16"])
 def machine_precision(request, monkeypatch) -> str:
     """Run the test once as on a CPU without native bf16 (`precision: auto` -> fp32) and once as

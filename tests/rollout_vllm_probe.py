@@ -4,7 +4,11 @@ guard, which vLLM's own processes would need): one vLLM engine (tiny-random, fp3
 enabled) checks several things, the file and the tensor weight routes among them, and prints one
 JSON line that the test asserts on.
 
-    python tests/rollout_vllm_probe.py MODEL_DIR WORK_DIR
+    python tests/rollout_vllm_probe.py MODEL_DIR WORK_DIR [SMOLLM2_DIR]
+
+With SMOLLM2_DIR, a second engine (opened after the first closed, as `ragen eval --compare` does)
+serves the converted SmolLM2 and greedily continues `SMOLLM2_PROMPTS`, for
+tests/test_models_smollm2.py to hold against transformers.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+
+
+SMOLLM2_PROMPTS = ["The capital of France is", "def fibonacci(n):"]
+SMOLLM2_TOKENS = 12
 
 
 def greedy(backend, tok):
@@ -53,6 +61,20 @@ def sync_round_trip(model, hf, vllm, probe, seed: int) -> tuple[float, float, fl
     model.load_state_dict(original)
     vllm.sync(model.state_dict())
     return stale, synced, parity_gap(hf.score(probe), vllm.score(probe))
+
+
+def smollm2_greedy(model_dir: str) -> list[list[int]]:
+    """vLLM's greedy continuation of each of SMOLLM2_PROMPTS (token ids), SmolLM2 in fp32."""
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.vllm_backend import VLLMBackend
+
+    tok = load_tokenizer(model_dir)
+    engine = VLLMBackend(model_dir, "float32", max_model_len=512, seed=0, kv_cache_gib=1)
+    try:
+        return [engine.generate([tok(p).input_ids], n=1, max_tokens=SMOLLM2_TOKENS, temperature=0.0, top_p=1.0,
+                                seed=0)[0][0].token_ids for p in SMOLLM2_PROMPTS]
+    finally:
+        engine.close()
 
 
 def main(model_dir: str, work: str) -> dict:
@@ -131,7 +153,10 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(sys.argv[1], sys.argv[2])), flush=True)
+    result = main(sys.argv[1], sys.argv[2])
+    if len(sys.argv) > 3:
+        result["smollm2_greedy"] = smollm2_greedy(sys.argv[3])
+    print("RESULT " + json.dumps(result), flush=True)
     # Interpreter teardown after the checks aborted the process ("terminate called without an
     # active exception", rc -6) in 3 of 6 runs with DS_ACCELERATOR=cpu set beforehand, as it is
     # under pytest, and in 3 of 4 CI runs on 2026-11-25, closing the engine first or not; the

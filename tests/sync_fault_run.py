@@ -5,9 +5,12 @@ one JSON line: the error type (or null) and the run directory. Its own process: 
 vLLM engine must not share one with other tests' imports.
 
     python tests/sync_fault_run.py OUT_DIR none|half|stale [fp32|bf16]
+    python tests/sync_fault_run.py OUT_DIR none,half        # both runs, into OUT_DIR/none and OUT_DIR/half
 
 `stale`: no weight sync at all from step 2 on. The precision defaults to fp32 (the test's);
-bf16 was run by hand for docs/experiments/parity-bf16.md.
+bf16 was run by hand for docs/experiments/parity-bf16.md. Several faults run one after the other
+in this process, each run's engine closed before the next opens (a second engine starts in a
+few seconds: its imports are done); one RESULT line each, with its fault.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ def main(out: Path, fault: str, precision: str = "fp32") -> dict:
     from ragen_cli.train import stages
     from ragen_cli.train.lora import merged_state_dict
 
+    real_push, calls = stages.push_weights, []
     if fault in ("half", "stale"):
-        real_push, calls = stages.push_weights, []
 
         def half_sync(run, tag):  # step 1 syncs as it should; from step 2 on, layer 0 only
             calls.append(tag)
@@ -46,11 +49,16 @@ def main(out: Path, fault: str, precision: str = "fp32") -> dict:
     try:
         run_tiny(out, sets)
     except Exception as exc:  # the test reads the run directory for the rest
-        return {"error": type(exc).__name__, "message": str(exc)}
-    return {"error": None}
+        return {"fault": fault, "error": type(exc).__name__, "message": str(exc)}
+    finally:
+        stages.push_weights = real_push
+    return {"fault": fault, "error": None}
 
 
 if __name__ == "__main__":
-    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process (as on CUDA)
-    print("RESULT " + json.dumps(main(Path(sys.argv[1]), sys.argv[2], *sys.argv[3:4])), flush=True)
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process (as in a run)
+    faults = sys.argv[2].split(",")
+    for name in faults:
+        where = Path(sys.argv[1]) / name if len(faults) > 1 else Path(sys.argv[1])
+        print("RESULT " + json.dumps(main(where, name, *sys.argv[3:4])), flush=True)
     os._exit(0)  # skip interpreter teardown once the result is out (as the vLLM probes)

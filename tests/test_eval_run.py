@@ -256,3 +256,37 @@ def test_lora_checkpoint_on_another_base_is_refused(checkpoints, tmp_path):
     result = CliRunner().invoke(app, ["eval", "--checkpoint", str(checkpoints["full"]), "--model", str(other),
                                       "--env", "bandit", "--out", str(tmp_path / "y")])
     assert result.exit_code == 2 and "belongs to another model" in result.output
+
+
+@pytest.mark.slow
+def test_compare_on_vllm_opens_both_engines_in_the_eval_process(tiny_model_dir, tmp_path):
+    """`ragen eval --compare` on the vLLM backend: each policy's engine in the eval's own process
+    (compile.launch.ENGINE_IN_PROCESS, as in a run), the second opened after the first closed.
+    Greedy, the same model twice plays the same tokens, and they are the HF backend's tokens
+    (vLLM's greedy equals HF's on this model: tests/test_rollout_vllm.py)."""
+    import os
+    import subprocess
+    import sys
+
+    ragen = Path(sys.executable).parent / "ragen"
+    common = ["--env", "bandit", "--env", "sokoban", "--episodes", "3", "--seed", "7", "--greedy", "--max-turns", "2",
+              "--max-tokens", "8"]
+    env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    proc = subprocess.run([str(ragen), "eval", "--compare", "tiny-random", "tiny-random", "--backend", "vllm", *common,
+                           "--out", str(tmp_path / "v")], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # vLLM logs (to stdout) with its process's name: "(MainProcess pid=...)" here, "(EngineCore
+    # pid=...)" from an engine process of its own
+    logs = proc.stdout + proc.stderr
+    assert logs.count("Initializing a V1 LLM engine") == 2 and "(EngineCore" not in logs
+    hf = _eval(["--model", "tiny-random", "--backend", "hf", *common, "--out", str(tmp_path / "h")])
+
+    def tokens(path: Path) -> list:
+        return [(r["env"], r["seed"], [t["reply"] for t in r["turns"]])
+                for r in map(json.loads, (path / "trajectories" / "step-0.jsonl").read_text().splitlines())]
+
+    a, b = tokens(tmp_path / "v" / "A"), tokens(tmp_path / "v" / "B")
+    assert a == b == tokens(tmp_path / "h") and len(a) == 6
+    cmp = json.loads((tmp_path / "v" / "eval.json").read_text())
+    assert cmp["A"]["manifest"]["backend"] == cmp["B"]["manifest"]["backend"] == "vllm"
+    assert hf["manifest"]["backend"] == "hf"

@@ -4,33 +4,14 @@ and vLLM loads the same directory and agrees with transformers token for token."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+from rollout_vllm_probe import SMOLLM2_PROMPTS as PROMPTS  # tests/ is on sys.path
+from rollout_vllm_probe import SMOLLM2_TOKENS as MAX_TOKENS
 
 from ragen_cli.models import cache
 
 pytestmark = pytest.mark.slow
-
-PROMPTS = ["The capital of France is", "def fibonacci(n):"]
-MAX_TOKENS = 12
-
-VLLM_SCRIPT = textwrap.dedent(
-    """
-    import json, sys
-    from vllm import LLM, SamplingParams
-
-    if __name__ == "__main__":
-        model_dir, prompts = sys.argv[1], json.loads(sys.argv[2])
-        llm = LLM(model=model_dir, enforce_eager=True, dtype="float32", max_model_len=512, seed=0)
-        params = SamplingParams(temperature=0.0, max_tokens=int(sys.argv[3]))
-        outs = llm.generate([{"prompt_token_ids": ids} for ids in prompts], params, use_tqdm=False)
-        print("RESULT " + json.dumps([list(o.outputs[0].token_ids) for o in outs]))
-    """
-)
 
 
 @pytest.fixture(scope="module")
@@ -67,17 +48,10 @@ def test_greedy_answer_is_sensible(hf):
     assert "Paris" in reply
 
 
-def test_vllm_loads_it_and_agrees_with_transformers(hf, smollm2_dir, tmp_path):
+def test_vllm_loads_it_and_agrees_with_transformers(hf, vllm_probe):
+    """vLLM (ragen's engine settings, the engine in its process) serves the converted directory:
+    its greedy tokens are transformers' (tests/rollout_vllm_probe.py's second engine)."""
     tok, model = hf
     prompts = [tok(p).input_ids for p in PROMPTS]
-    script = tmp_path / "vllm_greedy.py"
-    script.write_text(VLLM_SCRIPT)
-    # the engine in the script's process, as a training run's Plan starts it (compile/launch.py)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "TOKENIZERS_PARALLELISM": "false",
-           "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    proc = subprocess.run([sys.executable, str(script), str(smollm2_dir), json.dumps(prompts), str(MAX_TOKENS)],
-                          capture_output=True, text=True, timeout=300, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    vllm_ids = json.loads(lines[-1].removeprefix("RESULT "))
-    assert vllm_ids == [_greedy(model, ids, MAX_TOKENS) for ids in prompts]
+    assert vllm_probe["smollm2_greedy"] == [_greedy(model, ids, MAX_TOKENS) for ids in prompts]
+    assert all(vllm_probe["smollm2_greedy"])

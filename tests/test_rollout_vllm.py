@@ -1,18 +1,13 @@
 """vLLM backend against the HF backend and the trainer's model (issue 4 acceptance, slow).
 
-All checks run in one subprocess script (`tests/rollout_vllm_probe.py`, one engine start) that
+All checks run in one subprocess script (`tests/rollout_vllm_probe.py`, started once for this
+module and tests/test_models_smollm2.py by the `vllm_probe` fixture in tests/conftest.py) that
 prints a JSON line asserted on here. The engine runs in that process
 (VLLM_ENABLE_V1_MULTIPROCESSING=0), as every training run's Plan starts it (compile/launch.py
 `process_env`); it starts in about half the time of vLLM's own processes (bench/engine_start.py).
 """
 
 from __future__ import annotations
-
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -26,16 +21,9 @@ SYNCED = 1e-3
 STALE = 0.05  # the spec's default parity_threshold
 
 
-@pytest.fixture(scope="module")
-def probe(tiny_model_dir, tmp_path_factory):
-    script = Path(__file__).with_name("rollout_vllm_probe.py")
-    work = tmp_path_factory.mktemp("vllm")
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
-    proc = subprocess.run([sys.executable, str(script), str(tiny_model_dir), str(work)],
-                          capture_output=True, text=True, timeout=600, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+@pytest.fixture
+def probe(vllm_probe):
+    return vllm_probe  # tests/conftest.py: one probe process for this module and test_models_smollm2.py
 
 
 @pytest.mark.slow

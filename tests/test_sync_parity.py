@@ -108,25 +108,35 @@ def test_false_stops_of_healthy_syncs_and_misses_of_stale_ones_by_simulation():
     assert STALE_Z == 4.0
 
 
+@pytest.fixture(scope="module")
+def fault_runs(tmp_path_factory, tiny_model_dir):
+    """Both runs of the test below, one after the other in one subprocess (tests/sync_fault_run.py):
+    {fault: (result, run directory)}."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("sync-faults")
+    script = Path(__file__).with_name("sync_fault_run.py")
+    proc = subprocess.run([sys.executable, str(script), str(out), "none,half"], capture_output=True, text=True,
+                          timeout=900)
+    results = [json.loads(line[len("RESULT "):]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and len(results) == 2, proc.stderr[-3000:]
+    return {res["fault"]: (res, out / res["fault"]) for res in results}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", ["none", "half"])
-def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(tmp_path, tiny_model_dir, fault):
+def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(fault_runs, fault):
     """A real 2-step run (tiny-random, vLLM engine in its process, DeepSpeed, fp32, LoRA merged
     sync as the shipped specs; tests/sync_fault_run.py): with the real sync it trains to the end;
     with a sync that pushes only layer 0 from step 2 on (a half-applied sync) the probe stops it
     in step 2 with ParityError, recorded as the run's error event, after saving step 1. A large
     entropy bonus moves the weights (rewards here do not differ within a group)."""
     import json
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    out = tmp_path / "run"
-    script = Path(__file__).with_name("sync_fault_run.py")
-    proc = subprocess.run([sys.executable, str(script), str(out), fault], capture_output=True, text=True, timeout=600)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
-    res = json.loads(lines[-1][len("RESULT "):])
+    res, out = fault_runs[fault]
     if fault == "none":
         assert res["error"] is None, res
         metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

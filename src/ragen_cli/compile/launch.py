@@ -148,6 +148,11 @@ def vllm_cpu_env(kv_cache_gib: int, cpu_count: int, world: int = 1) -> dict[str,
             "VLLM_CPU_OMP_THREADS_BIND": bind}
 
 
+ENGINE_IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+"""vLLM's engine in the calling process, not in spawned ones (why: `process_env`): every vLLM
+run's Plan sets it, and `ragen eval` for the engines it opens (eval.runner.open_backend)."""
+
+
 def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
     """Environment variables every process of the run needs (set before importing torch)."""
     world = spec.deepspeed.world
@@ -162,7 +167,7 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
         # importing torch and vLLM again (2 cores: 40.6 s against 18.0 s, bench/engine_start.py;
         # docs/rollout.md "vLLM processes"). vLLM 0.32's CPU worker binds its OpenMP threads to the
         # cores of VLLM_CPU_OMP_THREADS_BIND and leaves the process's torch threads as they were.
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        env.update(ENGINE_IN_PROCESS)
     if world == 1:
         # One in-process rank: DeepSpeed's init_distributed needs these, else it tries MPI. Its
         # MASTER_PORT is a free port picked when the run starts (train.engine.single_process_env),

@@ -10,11 +10,15 @@ An endpoint policy plays each env in chunks of seeds (as many prompts as the bac
 once), so when the endpoint fails for good (EndpointError, after its retries) the chunks
 already played are kept: the result says what is missing (`error`) and `ragen eval` writes the
 report before it exits non-zero. Each chunk's sampling seed is its first env seed.
+
+A local vLLM policy's engine runs in this process (`compile.launch.ENGINE_IN_PROCESS`, as in a
+run), and is closed before the next policy's opens.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -131,8 +135,12 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
 
         tokenizer = load_tokenizer(policy.tokenizer_dir, plan.spec.model)
         return EndpointBackend(policy.endpoint, policy.extra["served_model"], tokenizer), tokenizer
+    from ragen_cli.compile.launch import ENGINE_IN_PROCESS
     from ragen_cli.rollout.backend import make_backend
 
+    if plan.backend != "hf":  # vLLM's engine in this process, as in a run; a user's own setting wins
+        for key, value in ENGINE_IN_PROCESS.items():
+            os.environ.setdefault(key, value)
     model_dir = policy.model_dir if policy.kind != "lora-checkpoint" else _merge_lora(policy, workdir)
     tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir, plan.spec.model)
     return make_backend(plan.backend, model_dir, plan.spec), tokenizer
