@@ -10,6 +10,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
                                                                  # learners as narrowed as each slow collapse (takes several --corpus)
     .venv/bin/python bench/health_corpus.py table                # the runs as a Markdown table (docs/health.md)
     .venv/bin/python bench/health_corpus.py margins              # each threshold's safe band (takes several --corpus)
+    .venv/bin/python bench/health_corpus.py alone                # warnings by the template signal alone, and their I(X;Z) peaks
 
 Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
 folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
@@ -416,7 +417,7 @@ def evaluate(labels: list[dict], cfg=None, collapse_every: int | None = None) ->
 
 
 THRESHOLDS = ("window", "smooth", "warmup_steps", "collapse_votes", "std_warn", "entropy_warn", "distinct_warn",
-              "joint_warn", "identical_warn", "mi_warn", "mi_min_peak", "grad_z_warn", "grad_ratio_min", "solved",
+              "joint_warn", "identical_warn", "mi_warn", "mi_min_peak", "mi_alone_peak", "grad_z_warn", "grad_ratio_min", "solved",
               "progress_min", "progress_window", "mi_progress_min", "fall_ratio", "fall_z", "dead_frac",
               "no_signal_steps")
 """The HealthSpec fields the rules read, each moved by +-20% one at a time (`robust`)."""
@@ -523,6 +524,22 @@ def loro(labels: list[dict]) -> list[dict]:
     return out
 
 
+def alone(labels: list[dict]) -> None:
+    """Every warning whose one reason is the template signal, under the defaults with
+    `mi_alone_peak` 0 (the rule before the twenty-first session), with I(X;Z)/H(X) now and its peak."""
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    cfg = HealthSpec(mi_alone_peak=0.0)
+    for lab in labels:
+        t = replay(run_dir(lab), cfg, collapse_every=default_cadence())
+        for step, v in zip(t.steps, t.verdicts):
+            if v.level == "warning" and [r.signal for r in v.reasons] == ["template"]:
+                r = v.reasons[0]
+                print(f"{lab['run']:40s} {lab['label']:9s} step {step:3d}  I(X;Z)/H(X) {r.value:.3f}, "
+                      f"peak {r.threshold / cfg.mi_warn:.3f}")
+
+
 def table(labels: list[dict]) -> None:
     """One Markdown row per run: label (its rule), validation v_0 / best / final, onset, first
     warning and first collapse (step, with the signals then) and lead, the detector at its defaults
@@ -547,15 +564,15 @@ def table(labels: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", nargs="?", default="evaluate",
-                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins"])
+                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins", "alone"])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--corpus", type=Path, action="append",
                     help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
                          "The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
-    if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound"):
-        ap.error(f"{args.command} works on one --corpus; the replay (no command), margins and bound take several")
+    if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound", "alone"):
+        ap.error(f"{args.command} works on one --corpus; the replay (no command), margins, bound and alone take several")
     global CORPUS
     CORPUS = corpora[0]
     if args.command == "collect":
@@ -586,6 +603,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "margins":
         margins(labels)
+        return 0
+    if args.command == "alone":
+        alone(labels)
         return 0
     rows, summary = evaluate(labels)
     shaky = robust(labels)

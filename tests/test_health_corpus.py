@@ -72,6 +72,25 @@ def test_table_has_a_row_per_run_with_its_label(capsys):
     assert [r.split(" | ")[1].split(" ")[0] for r in rows] == [lab["label"] for lab in labels]
 
 
+def test_alone_lists_the_template_only_warnings_the_default_no_longer_gives(capsys):
+    """`alone` replays with `mi_alone_peak` 0: on fresh4 and fresh6 it finds seed 23 at step 8 and
+    seed 118 at steps 8-11 (peaks 0.121 and 0.122, docs/health.md), seed 111 at 13-14; under the
+    defaults (0.2) none of those steps is a warning on the template signal alone."""
+    hc = _bench()
+    corpora = [BENCH.parent / f"health_corpus_{c}" for c in ("fresh4", "fresh6")]
+    assert hc.main(["alone", *(a for c in corpora for a in ("--corpus", str(c)))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    found = [(line.split()[0].split("-seed")[1], int(line.split()[3]), line.split()[-1]) for line in lines]
+    assert found == [("23", 8, "0.121"), ("111", 13, "0.109"), ("111", 14, "0.109"),
+                     ("118", 8, "0.122"), ("118", 9, "0.122"), ("118", 10, "0.122"), ("118", 11, "0.122")]
+    from ragen_cli.monitor.replay import replay
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    for run in ("fresh4/runs/fresh4-bandit-s-bf16-seed23", "fresh6/runs/fresh6-bandit-s-fp32-seed118"):
+        t = replay(BENCH.parent / f"health_corpus_{run}", HealthSpec(), collapse_every=hc.default_cadence())
+        assert all(v.level == "healthy" for v in t.verdicts)
+
+
 def test_settled_from():
     hc = _bench()
     acts = [{"step": 1, "actions": ["a", "b"] * 4}, {"step": 2, "actions": ["a"] * 7 + ["b"]},
@@ -364,7 +383,8 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
     session's runs test it). Three keep a gain only to the
     shortcut "always the first number" (0.56): 4x 95 and 96, 16x 97. 16x seed 99 gained (0.03 ->
     0.56) and lost it (0.03 at the end): an Echo Trap, onset 18, called at step 7 when its
-    train success fell."""
+    train success fell. Since the twenty-first session a template fall alone counts only from a
+    peak of `mi_alone_peak` (0.2), so seed 23 (peak 0.12) is no longer warned."""
     hc, corpus, committed, by = _relabelled("fresh4")
     assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
         "bandit-s-bf16-seed22", "bandit-s-bf16-seed23", "bandit-s-fp32-seed35", "larger16x-bf16-seed98",
@@ -373,11 +393,11 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
         "larger16x-bf16-seed97", "larger4x-bf16-seed95", "larger4x-bf16-seed96"]
     assert (by["larger16x-bf16-seed99"]["label"], by["larger16x-bf16-seed99"]["onset"]) == ("collapse", 18)
     got, summary = _first_verdicts(hc, corpus, committed, "fresh4")
-    assert got == {"bandit-s-bf16-seed22": (None, None), "bandit-s-bf16-seed23": (8, None),
+    assert got == {"bandit-s-bf16-seed22": (None, None), "bandit-s-bf16-seed23": (None, None),
                    "bandit-s-fp32-seed35": (None, None), "larger16x-bf16-seed98": (None, None),
                    "larger4x-bf16-seed80": (None, None), "larger4x-bf16-seed94": (None, None),
                    "larger16x-bf16-seed99": (7, 7)}
-    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1 and summary["gain_then_loss_runs"] == 1
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0 and summary["gain_then_loss_runs"] == 1
 
 
 def test_fresh5_corpus_held_out_for_the_held_gain_rule():
@@ -414,7 +434,8 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     since the eighteenth session `no_gain` also needs a narrowing measure at its own limit
     (`NARROWED`), so it is warned from step 9 and never called. Seed 118 too named Phoenix (in 3-6
     of its 8 saved replies at steps 2-16, Dragon in at most 2) with validation 0.00 at steps 4-8,
-    then learned (0.77 at 12, 1.00 at 26): warned at 8 on `template` alone. `larger` 16x seed 117
+    then learned (0.77 at 12, 1.00 at 26): warned at 8-11 on `template` alone (I(X;Z)/H(X) from a
+    peak of 0.12), not since the twenty-first session (`mi_alone_peak` 0.2). `larger` 16x seed 117
     swung (validation 0.61, 0.17, 0.64, 0.16 at 14, 0.86 at 20, 0.70 at the end, above "always the
     first number" 0.56 + 2 se): at step 14 its smoothed train success was (.30 + .30 + .23)/3 =
     .28 against a peak of .60 (steps 2-4), under half its gain over .02, beside three narrowing
@@ -433,10 +454,10 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"larger16x-fp32-seed120": 20}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh6")
     assert got == {"bandit-s-fp32-seed111": (9, None), "bandit-s-fp32-seed115": (None, None),
-                   "bandit-s-fp32-seed118": (8, None), "larger16x-fp32-seed117": (14, 14),
+                   "bandit-s-fp32-seed118": (None, None), "larger16x-fp32-seed117": (14, 14),
                    "larger4x-fp32-seed116": (None, None), "larger4x-fp32-seed119": (None, None),
                    "vanilla-larger4x-fp32-seed114": (None, None), "larger16x-fp32-seed120": (22, 22)}
-    assert summary["false_collapse"] == 1 and summary["learners_warned"] == 3
+    assert summary["false_collapse"] == 1 and summary["learners_warned"] == 2
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -2 and summary["gain_then_loss_runs"] == 1
 
 

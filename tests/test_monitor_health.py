@@ -288,6 +288,29 @@ def test_no_gain_beside_the_template_and_the_joint_sign_only_is_a_warning():
     assert [r.signal for r in assess(hist[:16], CFG).reasons] == ["no_gain", "entropy", "template", "joint_narrowing"]
 
 
+def test_a_template_fall_alone_warns_only_from_a_peak_clear_of_noise():
+    # Bandit learners 23, 111 and 118 (docs/health.md, twenty-first session): I(X;Z)/H(X) peaked at
+    # .06-.12 and fell, nothing else narrowed, and they learned. Flat success .05; mi .12 -> .02
+    # from step 8: s8 = (.12 + .12 + .02)/3 = .087 > .5 x .12, s9 = (.12 + .02 + .02)/3 = .053 <=
+    # .06: the template signal from step 9, alone, from a peak of .12 < .2 (mi_alone_peak):
+    # healthy throughout. From a peak of .4 (mi .4 -> .04): s8 = .28 > .2, s9 = .16 <= .2: a
+    # warning from step 9. With mi_alone_peak .1 the low peak warns from step 9 as well.
+    low = run(lambda t: 0.05, **{"collapse/mi_norm": lambda t: 0.12 if t < 8 else 0.02})
+    assert set(levels(low)) == {"healthy"}
+    high = run(lambda t: 0.05, **{"collapse/mi_norm": lambda t: 0.4 if t < 8 else 0.04})
+    lv = levels(high)
+    assert set(lv[:8]) == {"healthy"} and lv[8] == "warning"
+    assert [r.signal for r in assess(high[:9], CFG).reasons] == ["template"]
+    assert levels(low, HealthSpec(mi_alone_peak=0.1))[7:9] == ["healthy", "warning"]
+    # Beside another narrowing signal the low-peak fall still counts: entropy 1 -> .3 from step 8
+    # (s9 = .53, s10 = .3 <= .5) joins it at step 10; no gain, a state-blind signal and one at its
+    # own limit: a collapse at 10, healthy at 9.
+    both = run(lambda t: 0.05, **{"collapse/mi_norm": lambda t: 0.12 if t < 8 else 0.02,
+                                  "actor/entropy": lambda t: 1.0 if t < 8 else 0.3})
+    assert levels(both)[8:10] == ["healthy", "collapse"]
+    assert [r.signal for r in assess(both[:10], CFG).reasons] == ["no_gain", "entropy", "template"]
+
+
 def test_entropy_and_bigrams_falling_together_warn_before_either_alone():
     # Flat success 0.05 (no progress, no failure). From step 11 entropy and distinct bigrams fall
     # by 12% of their start a step (x_t = start x (1 - 0.12 (t - 10))). Smoothed over 3 steps, both

@@ -23,7 +23,8 @@ narrowing without progress is a warning; narrowing with failure is a collapse, w
 counts only beside a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time
 too; a state-blind one that stalls has collapsed), and one narrowing measure at its own limit,
 `NARROWED` (a learner passing through one answer tripped only the earlier, joint sign:
-docs/health.md). A narrowing run that is progressing is healthy: convergence. `no_signal`
+docs/health.md). The template signal alone counts only from an I(X;Z) peak of `mi_alone_peak`:
+Bandit learners' smoothed I(X;Z)/H(X) peaked at 0.06-0.12, within the estimate's noise. A narrowing run that is progressing is healthy: convergence. `no_signal`
 speaks separately of a run that has had no learning signal for `no_signal_steps` steps in a row.
 Thresholds live in `HealthSpec` (spec/health_spec.py); docs/health.md says how each was chosen on
 the run corpus.
@@ -109,18 +110,25 @@ def joint_narrowing(history: list[dict], cfg: "HealthSpec") -> Reason | None:
                   f"peaks (limit {cfg.joint_warn:.0%} for both)")
 
 
+def mi_peak(history: list[dict], cfg: "HealthSpec") -> tuple[float, float] | None:
+    """(s_now, recent peak) of the smoothed I(X;Z) / H(X); None before two smoothed values."""
+    s = smoothed(series(history, "collapse/mi_norm", cfg.window + cfg.smooth), cfg.smooth)
+    if len(s) < 2:
+        return None
+    return s[-1], max(s[max(0, len(s) - 1 - cfg.window): -1])
+
+
 def template(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     """I(X;Z) / H(X) (collapse/mi_norm, RAGEN-2) fell to `mi_warn` of its recent peak, from a
     peak of at least `mi_min_peak`: replies that depended on the state no longer do."""
-    xs = series(history, "collapse/mi_norm", cfg.window + cfg.smooth)
-    s = smoothed(xs, cfg.smooth)
-    if len(s) < 2:
+    got = mi_peak(history, cfg)
+    if got is None:
         return None
-    peak = max(s[max(0, len(s) - 1 - cfg.window): -1])
-    if peak < cfg.mi_min_peak or s[-1] > cfg.mi_warn * peak:
+    now, peak = got
+    if peak < cfg.mi_min_peak or now > cfg.mi_warn * peak:
         return None
-    return Reason("template", s[-1], cfg.mi_warn * peak,
-                  f"replies carry {s[-1]:.0%} of the state's information, down from {peak:.0%} (limit {cfg.mi_warn:.0%} of the peak)")
+    return Reason("template", now, cfg.mi_warn * peak,
+                  f"replies carry {now:.0%} of the state's information, down from {peak:.0%} (limit {cfg.mi_warn:.0%} of the peak)")
 
 
 SPREAD = "filter/in_group_std_after"  # the reward spread of the groups the update trained on
@@ -255,6 +263,8 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
     if early and len(history) < max(cfg.smooth, 2):
         return Verdict("healthy", [], step)
     narrowing = [r for check in NARROWING.values() if (r := check(history, cfg)) is not None]
+    if [r.signal for r in narrowing] == ["template"] and mi_peak(history, cfg)[1] < cfg.mi_alone_peak:
+        narrowing = []  # I(X;Z) fell from a peak within its step-to-step noise, and nothing else narrowed
     if not narrowing:
         return Verdict("healthy", [], step)
     failed = failure(history, cfg)

@@ -34,6 +34,9 @@ class HealthSpec(BaseModel):
     identical_warn: float = Field(0.5, gt=0.0, le=1.0, description="Narrowing: share of replies identical to another reply at or above this.")
     mi_warn: float = Field(0.5, gt=0.0, lt=1.0, description="Narrowing (template): I(X;Z)/H(X) at or below this fraction of its recent peak.")
     mi_min_peak: float = Field(0.05, ge=0.0, le=1.0, description="The template signal needs a recent I(X;Z)/H(X) peak of at least this (below it the replies never depended on the state).")
+    mi_alone_peak: float = Field(0.2, ge=0.0, le=1.0, description="The template signal warns on its own only from a recent "
+                                 "I(X;Z)/H(X) peak of at least this; a fall from a lower peak is within the estimate's step-to-step "
+                                 "noise and counts only beside another narrowing signal (docs/health.md).")
     grad_z_warn: float = Field(5.0, gt=0.0, description="Narrowing: actor grad norm this many robust deviations (1.4826 x MAD) above the recent median.")
     grad_ratio_min: float = Field(3.0, ge=1.0, description="A grad-norm spike must also be at least this multiple of the recent median.")
     solved: float = Field(0.9, gt=0.0, le=1.0, description="Progress: smoothed train/success at or above this, or below it by less than "
