@@ -39,6 +39,7 @@ def test_the_engine_gets_exactly_the_plans_arguments(tmp_path: Path, monkeypatch
     spec = load_spec(path)
     plan = compile_plan(spec, device=device, cpu_count=2)
     monkeypatch.setattr(vllm, "LLM", _Spy)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)  # a quiet `ragen train` adds one argument: below
     with pytest.raises(RuntimeError, match="spy"):
         make_backend("vllm", tiny_model_dir, spec, lora_adapters=True, engine_args=plan.vllm)
     assert _Spy.seen == {k: str(tiny_model_dir) if v == "{model_dir}" else v for k, v in plan.vllm.items()}
@@ -54,7 +55,26 @@ def test_without_a_plan_the_backend_builds_the_same_arguments(monkeypatch, tiny_
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
     monkeypatch.setattr(vllm, "LLM", _Spy)
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
     with pytest.raises(RuntimeError, match="spy"):
         VLLMBackend(tiny_model_dir, "float32", max_model_len=2048, seed=3, max_lora_rank=8)
     want = engine_kwargs(dtype="float32", max_model_len=2048, seed=3, device="cpu", lora_rank=8)
     assert _Spy.seen == {k: str(tiny_model_dir) if v == "{model_dir}" else v for k, v in want.items()}
+
+
+def test_a_quiet_run_turns_off_the_weight_loading_bar(monkeypatch, tiny_model_dir):
+    """`ragen train` without --verbose sets TQDM_DISABLE=1 (ragen_cli/quiet.py); vLLM hands its
+    "Loading safetensors checkpoint shards" bar `disable=` itself, so the engine gets
+    use_tqdm_on_load=False, and nothing else changes. A setting in the arguments wins."""
+    from ragen_cli.compile.launch import engine_kwargs
+    from ragen_cli.rollout.vllm_backend import VLLMBackend, quiet_load
+
+    monkeypatch.setattr(vllm, "LLM", _Spy)
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+    with pytest.raises(RuntimeError, match="spy"):
+        VLLMBackend(tiny_model_dir, "float32", max_model_len=2048, seed=3)
+    want = engine_kwargs(dtype="float32", max_model_len=2048, seed=3, device="cpu")
+    assert _Spy.seen == {**{k: str(tiny_model_dir) if v == "{model_dir}" else v for k, v in want.items()},
+                         "use_tqdm_on_load": False}
+    assert quiet_load({"seed": 1}, {"TQDM_DISABLE": "0"}) == {"seed": 1}
+    assert quiet_load({"use_tqdm_on_load": True}, {"TQDM_DISABLE": "1"}) == {"use_tqdm_on_load": True}

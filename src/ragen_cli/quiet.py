@@ -5,7 +5,9 @@ What goes where, without `--verbose`:
 - vLLM's loggers (its INFO and WARNING lines, in this process and in its engine processes,
   which inherit the environment) -> RUN_DIR/engine.log, through `VLLM_LOGGING_CONFIG_PATH`;
 - transformers' and huggingface_hub's progress bars (weights loading, shard writing, the
-  one-time GGUF conversion) and tqdm bars -> off;
+  one-time GGUF conversion), tqdm bars and vLLM's weight-loading bar (`use_tqdm_on_load`, set
+  by the rollout backend where TQDM_DISABLE is 1) -> off;
+- torch's "Triton not available" warning on CPU -> off (this process: a single-process run);
 - Python's FutureWarning and DeprecationWarning from libraries -> off (in this process and,
   through PYTHONWARNINGS, in child processes).
 Errors still surface: an exception ends the run with its message on screen and its traceback
@@ -17,6 +19,7 @@ writes to the terminal itself still get through.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import warnings
 from pathlib import Path
@@ -54,6 +57,8 @@ def early_quiet() -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    # torch warns "Triton not available" once per CPU run, through this logger (torch/_library/triton.py)
+    logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
 

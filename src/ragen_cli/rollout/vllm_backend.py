@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from ragen_cli.rollout.context import stop_token_ids
 from ragen_cli.rollout.types import Sample
@@ -37,6 +37,15 @@ def cpu_env_defaults(kv_cache_gib: int) -> None:
     # vLLM kills its engine when one model step takes over 300 s; on a busy 2-core machine a
     # long prefill can (seen: EngineDeadError mid-run while other jobs shared the cores).
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
+
+
+def quiet_load(args: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """`args` with vLLM's weight-loading bar off where tqdm's are (TQDM_DISABLE=1: a quiet `ragen
+    train`, ragen_cli/quiet.py). vLLM passes its bar `disable=` itself, which outranks tqdm's
+    environment defaults, so it needs `use_tqdm_on_load`; an explicit setting in `args` wins."""
+    if env.get("TQDM_DISABLE") == "1" and "use_tqdm_on_load" not in args:
+        return {**args, "use_tqdm_on_load": False}
+    return args
 
 
 class VLLMBackend:
@@ -83,7 +92,8 @@ class VLLMBackend:
         # a terminal's Ctrl-C reaches this process only, not the engine; and an engine in this
         # process (CUDA, several ranks) seeds torch's generators: the trainer's come back after
         with ctrl_c_spared(), kept_rng():
-            self.llm = LLM(**{k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()})
+            self.llm = LLM(**quiet_load({k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()},
+                                        os.environ))
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
 
     # ------------------------------------------------------------------ interface
