@@ -447,13 +447,19 @@ def robust(labels: list[dict]) -> list[dict]:
     from ragen_cli.spec.health_spec import HealthSpec
 
     out = []
-    for field in THRESHOLDS:
+    for i, field in enumerate(THRESHOLDS, 1):
+        progress(f"+-20%: {field} ({i}/{len(THRESHOLDS)})")
         for factor in (0.8, 1.2):
             value = moved(field, factor)
             if value is not None:
                 _, summary = evaluate(labels, HealthSpec(**{field: value}))
                 out.append({"field": field, "value": value, **summary})
     return out
+
+
+def progress(what: str) -> None:
+    """One line of progress on stderr (the full replay of several corpora takes minutes)."""
+    print(f"  ... {what}", file=sys.stderr, flush=True)
 
 
 MARGIN_FACTORS = (0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.75, 2.0)
@@ -511,7 +517,11 @@ def loro(labels: list[dict]) -> list[dict]:
 
     keys = list(SWEEP)
     settings = [dict(zip(keys, values)) for values in itertools.product(*SWEEP.values())]
-    verdicts = [run_verdicts(labels, HealthSpec(**s)) for s in settings]
+    verdicts = []
+    for j, s in enumerate(settings, 1):
+        if j % 16 == 1:
+            progress(f"leave one run out: settings {j}-{min(j + 15, len(settings))} of {len(settings)}")
+        verdicts.append(run_verdicts(labels, HealthSpec(**s)))
     out = []
     for i, lab in enumerate(labels):
         def score(j: int) -> tuple:
