@@ -482,3 +482,32 @@ def test_fresh7_corpus_with_the_engine_in_the_trainers_process():
                    "larger16x-fp32-seed122": (7, 10), "larger16x-fp32-seed124": (6, 6)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["gain_then_loss_runs"] == 2 and summary["slow_min_lead"] == 19
+
+
+def test_fresh8_corpus_held_out_for_the_lone_template_rule():
+    """The twenty-first session's runs (docs/health.md), listed with the `mi_alone_peak` rule before
+    they were made, fp32 on a CPU without AVX512. By hand from the committed copies: StarPO-S
+    Bandit seeds 125, 126 and 130 learned (validation 0.05 -> 0.98-1.00; seed 126 sat at 0.00-0.09
+    to step 20 first), never warned. Seed 128, the same spec, named the safe arm (Phoenix) in all 8
+    saved replies from step 6 to the end with validation 0.00: a template collapse, onset 6,
+    warned at 5 (entropy and bigrams at 67% and 58% of their peaks) and called at 6 with I(X;Z)/H(X)
+    down from a peak of 0.08 beside four other narrowing signals: a low-peak fall still counts there.
+    `larger` 4x seed 127 and vanilla StarPO 4x seed 129 kept a gain only to "always the first
+    number" (0.5625 at every validation from step 6): shortcuts. `larger` 16x seed 131 reached that
+    shortcut's level (0.5625 at steps 6-10) and lost it (0.28 at 18, 0.00 from 20): a gain-then-loss
+    collapse, onset 18, into garbage replies ("makingioutsoniesm islamicm") with the entropy back at
+    95-99% of its first value, so only the in-group std narrowed at steps 20-21: warned at 18, called
+    at 22 when I(X;Z)/H(X) joined it (onset + 4, lead 0; target 2 asks within 2 and a lead of 3)."""
+    hc, corpus, committed, by = _relabelled("fresh8")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-fp32-seed125", "bandit-s-fp32-seed126", "bandit-s-fp32-seed130"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "larger4x-fp32-seed127", "vanilla-larger4x-fp32-seed129"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+        "bandit-s-fp32-seed128": 6, "larger16x-fp32-seed131": 18}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh8")
+    assert got == {"bandit-s-fp32-seed125": (None, None), "bandit-s-fp32-seed126": (None, None),
+                   "bandit-s-fp32-seed130": (None, None), "bandit-s-fp32-seed128": (5, 6),
+                   "larger16x-fp32-seed131": (18, 22)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
+    assert summary["max_onset_delay"] == 4 and summary["slow_min_lead"] == 0 and summary["gain_then_loss_runs"] == 1
