@@ -290,7 +290,7 @@ def test_no_gain_beside_the_template_and_the_joint_sign_only_is_a_warning():
 
 def test_a_template_fall_alone_warns_only_from_a_peak_clear_of_noise():
     # Bandit learners 23, 111 and 118 (docs/health.md, twenty-first session): I(X;Z)/H(X) peaked at
-    # .06-.12 and fell, nothing else narrowed, and they learned. Flat success .05; mi .12 -> .02
+    # .11-.12 and fell, nothing else narrowed, and they learned. Flat success .05; mi .12 -> .02
     # from step 8: s8 = (.12 + .12 + .02)/3 = .087 > .5 x .12, s9 = (.12 + .02 + .02)/3 = .053 <=
     # .06: the template signal from step 9, alone, from a peak of .12 < .2 (mi_alone_peak):
     # healthy throughout. From a peak of .4 (mi .4 -> .04): s8 = .28 > .2, s9 = .16 <= .2: a

@@ -23,11 +23,12 @@ narrowing without progress is a warning; narrowing with failure is a collapse, w
 counts only beside a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time
 too; a state-blind one that stalls has collapsed), and one narrowing measure at its own limit,
 `NARROWED` (a learner passing through one answer tripped only the earlier, joint sign:
-docs/health.md). The template signal alone counts only from an I(X;Z) peak of `mi_alone_peak`:
-Bandit learners' smoothed I(X;Z)/H(X) peaked at 0.06-0.12, within the estimate's noise. A narrowing run that is progressing is healthy: convergence. `no_signal`
-speaks separately of a run that has had no learning signal for `no_signal_steps` steps in a row.
-Thresholds live in `HealthSpec` (spec/health_spec.py); docs/health.md says how each was chosen on
-the run corpus.
+docs/health.md). The template signal alone counts only from an I(X;Z) peak of `mi_alone_peak`
+(alone it warned three Bandit learners, and one collapse other signals had warned, from peaks of
+0.06-0.12, within the estimate's noise). A narrowing run that is progressing is healthy:
+convergence. `no_signal` speaks separately of a run that has had no learning signal for
+`no_signal_steps` steps in a row. Thresholds live in `HealthSpec` (spec/health_spec.py);
+docs/health.md says how each was chosen on the run corpus.
 
 Notation: x_t the metric at step t (records missing the metric or holding NaN are skipped);
 s_t = mean of the last `smooth` values; the "recent peak" is max s over the `window` values
