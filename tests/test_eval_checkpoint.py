@@ -114,3 +114,19 @@ def test_unreachable_endpoint_exits_2(tiny_model_dir, tmp_path, monkeypatch):
                                       "--env", "bandit", "--episodes", "1", "--out", str(tmp_path / "x")])
     assert result.exit_code == 2 and "cannot reach the endpoint" in result.output
     assert waits == [1.0, 2.0, 4.0, 8.0]  # Retry(): 5 tries, 1 s after the first failure, doubled after each
+
+
+def test_an_eval_run_in_process_leaves_the_environment_as_it_found_it(monkeypatch, tmp_path):
+    """Without --verbose the eval quietens its process (TQDM_DISABLE and the others of
+    ragen_cli.quiet) for as long as it runs; run in-process, as by a test, it leaves the
+    environment as it was, so the processes later tests start are not quietened."""
+    import os
+
+    from ragen_cli.quiet import quiet_env
+
+    for key in quiet_env(tmp_path):
+        monkeypatch.delenv(key, raising=False)
+    before = dict(os.environ)
+    result = CliRunner().invoke(app, ["eval", "--model", "tiny-random", "--env", "nosuchenv"])
+    assert result.exit_code == 2 and "nosuchenv" in result.output
+    assert dict(os.environ) == before and "TQDM_DISABLE" not in os.environ

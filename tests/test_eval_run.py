@@ -261,7 +261,8 @@ def test_lora_checkpoint_on_another_base_is_refused(checkpoints, tmp_path):
 @pytest.mark.slow
 def test_compare_on_vllm_opens_both_engines_in_the_eval_process(tiny_model_dir, tmp_path):
     """`ragen eval --compare` on the vLLM backend: each policy's engine in the eval's own process
-    (compile.launch.ENGINE_IN_PROCESS, as in a run), the second opened after the first closed.
+    (compile.launch.ENGINE_IN_PROCESS, as in a run), the second opened after the first closed,
+    their logs in OUT/engine.log.
     Greedy, the same model twice plays the same tokens, and they are the HF backend's tokens
     (vLLM's greedy equals HF's on this model: tests/test_rollout_vllm.py)."""
     import os
@@ -275,10 +276,14 @@ def test_compare_on_vllm_opens_both_engines_in_the_eval_process(tiny_model_dir, 
     proc = subprocess.run([str(ragen), "eval", "--compare", "tiny-random", "tiny-random", "--backend", "vllm", *common,
                            "--out", str(tmp_path / "v")], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # vLLM logs (to stdout) with its process's name: "(MainProcess pid=...)" here, "(EngineCore
-    # pid=...)" from an engine process of its own
-    logs = proc.stdout + proc.stderr
-    assert logs.count("Initializing a V1 LLM engine") == 2 and "(EngineCore" not in logs
+    # Without --verbose vLLM's logs go to OUT/engine.log (ragen_cli.quiet), not the console; its
+    # weight-loading bar and torch's Triton line are off too. Each line names its process:
+    # "MainProcess" here, "EngineCore" for an engine process of its own (vLLM's default).
+    console = proc.stdout + proc.stderr
+    assert f"ragen eval: engine logs in {tmp_path / 'v' / 'engine.log'} (--verbose shows them here)" in console
+    assert not any(s in console for s in ("Initializing a V1 LLM engine", "EngineCore", "Loading safetensors", "Triton"))
+    inits = [line for line in (tmp_path / "v" / "engine.log").read_text().splitlines() if "Initializing a V1 LLM engine" in line]
+    assert len(inits) == 2 and all(" INFO MainProcess vllm." in line for line in inits)
     hf = _eval(["--model", "tiny-random", "--backend", "hf", *common, "--out", str(tmp_path / "h")])
 
     def tokens(path: Path) -> list:

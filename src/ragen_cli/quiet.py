@@ -1,5 +1,6 @@
-"""A quiet console for `ragen train`: ragen's own lines and its progress bar on screen, the
-engines' logs in RUN_DIR/engine.log (`--verbose` keeps them on screen as before).
+"""A quiet console for `ragen train` and `ragen eval`: ragen's own lines (and a run's progress bar)
+on screen, the engines' logs in RUN_DIR/engine.log (an eval's: OUT/engine.log; `--verbose` keeps
+them on screen as before).
 
 What goes where, without `--verbose`:
 - vLLM's loggers (its INFO and WARNING lines, in this process and in its engine processes,
@@ -22,6 +23,7 @@ import json
 import logging
 import os
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 LOG_NAME = "engine.log"
@@ -69,3 +71,15 @@ def go_quiet(run_dir: Path) -> Path:
     for key, value in quiet_env(run_dir).items():
         os.environ.setdefault(key, value)  # a user's own setting wins
     return run_dir / LOG_NAME
+
+
+@contextmanager
+def env_restored():
+    """os.environ as it was on entry, again on exit: a command run in-process (a test's CliRunner)
+    leaves no quiet settings behind for the next one, or for the processes the next one starts."""
+    saved = dict(os.environ)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -34,6 +34,7 @@ class EvalOptions:
     compare: tuple[str, str] | None = None
     endpoint: str | None = None
     tokenizer: str | None = None
+    quiet: bool = False  # vLLM's logs to OUT/engine.log (ragen_cli.quiet), bars and library warnings off
 
 
 def run_dir_of(checkpoint: Path) -> Path | None:
@@ -111,6 +112,11 @@ def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
 
     def log(message: str) -> None:
         errors.print(f"[dim]ragen eval: {message}[/dim]", highlight=False)
+
+    if opts.quiet and plan.backend != "hf" and any(p.kind != "endpoint" for p in policies):
+        from ragen_cli.quiet import go_quiet
+
+        log(f"engine logs in {go_quiet(out)} (--verbose shows them here)")
 
     results = {}
     for key, policy in zip(("A", "B") if len(policies) > 1 else ("policy",), policies):

@@ -35,6 +35,9 @@ def eval_command(
     compare: Optional[tuple[str, str]] = typer.Option(None, "--compare", help="Two checkpoints or models, A B, on the same seeds."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="OpenAI-compatible server URL used as the policy (with --model NAME)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="With --endpoint: local model whose tokenizer builds the prompts (default: --model)."),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="Show the engines' logs (vLLM, progress bars, library warnings) here; "
+                                      "without it vLLM's go to OUT/engine.log."),
 ) -> None:
     """Evaluate a checkpoint, a model or an endpoint on envs with fixed seeds; print a table per
     env (success with 95% CI, reward, turns, action ratios, pass@k) and write eval.json."""
@@ -49,17 +52,22 @@ def eval_command(
         _fail("with --compare, name both models or checkpoints in --compare A B (not --model)")
     if endpoint is not None and model is None:
         _fail("--endpoint needs --model NAME (the model name the server serves)")
-    from ragen_cli.eval.cli_run import EvalOptions, run_eval
+    from ragen_cli.quiet import early_quiet, env_restored
 
-    opts = EvalOptions(
-        checkpoint=checkpoint, model=model, spec=spec, envs=list(env), episodes=episodes, seed=seed,
-        temperature=temperature, greedy=greedy, samples=samples, max_turns=max_turns, max_tokens=max_tokens, backend=backend,
-        out=out, compare=compare, endpoint=endpoint, tokenizer=tokenizer,
-    )
-    try:
-        run_eval(opts)
-    except _input_errors() as err:
-        _fail(str(err))
+    with env_restored():  # the quiet settings last as long as the command (a test runs it in-process)
+        if not verbose:
+            early_quiet()
+        from ragen_cli.eval.cli_run import EvalOptions, run_eval
+
+        opts = EvalOptions(
+            checkpoint=checkpoint, model=model, spec=spec, envs=list(env), episodes=episodes, seed=seed,
+            temperature=temperature, greedy=greedy, samples=samples, max_turns=max_turns, max_tokens=max_tokens,
+            backend=backend, out=out, compare=compare, endpoint=endpoint, tokenizer=tokenizer, quiet=not verbose,
+        )
+        try:
+            run_eval(opts)
+        except _input_errors() as err:
+            _fail(str(err))
 
 
 def _input_errors() -> tuple[type[BaseException], ...]:
