@@ -497,12 +497,15 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
     shortcut's level (0.5625 at steps 6-10) and lost it (0.28 at 18, 0.00 from 20): a gain-then-loss
     collapse, onset 18, into garbage replies ("makingioutsoniesm islamicm") with the entropy back at
     95-99% of its first value, so only the in-group std narrowed at steps 20-21: warned at 18, called
-    at 22 when I(X;Z)/H(X) joined it (onset + 4, lead 0; target 2 asks within 2 and a lead of 3)."""
+    at 22 when I(X;Z)/H(X) joined it (onset + 4, lead 0; target 2 asks within 2 and a lead of 3).
+    Seed 132, the list's run 8 (made in the twenty-second session with 73f3c9b's code), learned the
+    reply format (valid arm names from step 13) but not the arm: validation 0.05 -> 0.53 from step 18
+    to the end, what a random arm scores (0.50), below "always Dragon" (1.00): a shortcut, unwarned."""
     hc, corpus, committed, by = _relabelled("fresh8")
     assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
         "bandit-s-fp32-seed125", "bandit-s-fp32-seed126", "bandit-s-fp32-seed130"]
     assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
-        "larger4x-fp32-seed127", "vanilla-larger4x-fp32-seed129"]
+        "bandit-s-fp32-seed132", "larger4x-fp32-seed127", "vanilla-larger4x-fp32-seed129"]
     assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
         "bandit-s-fp32-seed128": 6, "larger16x-fp32-seed131": 18}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh8")
@@ -511,3 +514,5 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
                    "larger16x-fp32-seed131": (18, 22)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["max_onset_delay"] == 4 and summary["slow_min_lead"] == 0 and summary["gain_then_loss_runs"] == 1
+    [row] = hc.run_verdicts([{**by["bandit-s-fp32-seed132"], "corpus": str(corpus)}])
+    assert (row["first_warning"], row["first_collapse"]) == (None, None)
