@@ -11,6 +11,7 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py table                # the runs as a Markdown table (docs/health.md)
     .venv/bin/python bench/health_corpus.py margins              # each threshold's safe band (takes several --corpus)
     .venv/bin/python bench/health_corpus.py alone                # warnings by the template signal alone, and their I(X;Z) peaks
+    .venv/bin/python bench/health_corpus.py zeros                # steps where no episode succeeded after a gain (takes several --corpus)
 
 Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
 folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
@@ -550,6 +551,23 @@ def alone(labels: list[dict]) -> None:
                       f"peak {r.threshold / cfg.mi_warn:.3f}")
 
 
+def zeros(labels: list[dict], floor: float = 0.1) -> None:
+    """Every run with a step in which no episode succeeded (train/success 0) after the smoothed
+    success had gained at least `floor` over its first value: the evidence for `wiped_out`."""
+    from ragen_cli.monitor.replay import training_history
+    from ragen_cli.monitor.verdict import series, smoothed
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    smooth = HealthSpec().smooth
+    for lab in labels:
+        xs = series(training_history(_jsonl(run_dir(lab) / "metrics.jsonl")), "train/success")
+        s = smoothed(xs, smooth)
+        steps = [i + 1 for i in range(1, len(xs)) if xs[i] == 0 and max(s[:i]) - s[0] >= floor]
+        if steps:
+            print(f"{lab['run']:40s} {lab['label']:9s} onset {lab['onset']}  zero at steps {steps[:6]}"
+                  f"{' ...' if len(steps) > 6 else ''}, smoothed peak before {max(s[:steps[0] - 1]):.2f}")
+
+
 def table(labels: list[dict]) -> None:
     """One Markdown row per run: label (its rule), validation v_0 / best / final, onset, first
     warning and first collapse (step, with the signals then) and lead, the detector at its defaults
@@ -574,15 +592,16 @@ def table(labels: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("command", nargs="?", default="evaluate",
-                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins", "alone"])
+                    choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins", "alone",
+                             "zeros"])
     ap.add_argument("runs", nargs="*", type=Path)
     ap.add_argument("--corpus", type=Path, action="append",
                     help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
                          "The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
-    if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound", "alone"):
-        ap.error(f"{args.command} works on one --corpus; the replay (no command), margins, bound and alone take several")
+    if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound", "alone", "zeros"):
+        ap.error(f"{args.command} works on one --corpus; the replay (no command), margins, bound, alone and zeros take several")
     global CORPUS
     CORPUS = corpora[0]
     if args.command == "collect":
@@ -616,6 +635,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "alone":
         alone(labels)
+        return 0
+    if args.command == "zeros":
+        zeros(labels)
         return 0
     rows, summary = evaluate(labels)
     shaky = robust(labels)

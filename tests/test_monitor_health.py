@@ -473,3 +473,32 @@ def test_a_held_gain_is_progress():
     # (c) below MOSTLY (0.5) a plateau is not a held gain, however flat: 0 -> 0.45
     low = run(lambda t: 0.0 if t < 3 else 0.45, **narrow)[:12]
     assert holding(low, CFG) is None and assess(low, CFG).level == "warning"
+
+
+def test_no_episode_succeeding_after_most_did_is_a_collapse_beside_one_signal():
+    # A run that breaks instead of narrowing (as `larger` 16x seed 131 in bench/health_corpus_fresh8):
+    # success 0.1 t up to 0.6 at step 6, 0.6 to step 15, 0.45 and 0.4 at 16-17, 0 from 18; the
+    # in-group std (0.4) falls to 0 with it; entropy and bigrams stay (garbage is as varied).
+    # Step 18: s = (.45 + .4 + 0)/3 = .283 against start .1 and peak .6: kept (.283 - .1)/.5 = 37%
+    # (success_fell), but std (.4 + .4 + 0)/3 = .267 = 67% of .4: nothing narrowed -> healthy.
+    # Step 19: std (.4 + 0 + 0)/3 = .133 = 33% <= 50%: one narrowing signal, and no episode
+    # succeeded after a smoothed success of .6 >= 1/2: wiped_out, which needs one signal -> collapse
+    # (success_fell alone needs collapse_votes 2: a warning until a second signal joins).
+    def broke(t):
+        return 0.1 * t if t <= 6 else {16: 0.45, 17: 0.4}.get(t, 0.6 if t < 16 else 0.0)
+
+    std = {"reward/task_in_group_std": lambda t: 0.4 if t < 18 else 0.0}
+    lv = levels(run(broke, **std))
+    assert lv[:18] == ["healthy"] * 18 and lv[18:30] == ["collapse"] * 12  # steps 19-30
+    v = assess(run(broke, **std)[:19], CFG)
+    assert [r.signal for r in v.reasons] == ["wiped_out", "in_group_std"]
+    assert v.reasons[0].message == "no episode succeeded in this step, after a smoothed train/success of 0.6"
+    # The same fall from a peak under 1/2 (0.04 t up to 0.4 at step 10, 0.4 to 15, 0.3, 0.27,
+    # then 0): at step 19 s = .09, kept (.09 - .04)/.36 = 14%: success_fell beside one signal,
+    # and no wiped_out (peak .4 < 1/2) -> a warning, as before.
+    def low(t):
+        return 0.04 * t if t <= 10 else {16: 0.3, 17: 0.27}.get(t, 0.4 if t < 16 else 0.0)
+
+    lv = levels(run(low, **std))
+    assert lv[:18] == ["healthy"] * 18 and lv[18] == "warning"
+    assert failure(run(low, **std)[:19], CFG).signal == "success_fell"

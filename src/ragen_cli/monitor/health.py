@@ -13,13 +13,15 @@ of evidence:
 - *progress* (`progress`): success has reached a new high within `progress_window` steps, or
   I(X;Z) has (the policy is learning to read the state), or success is at `solved`, or holds a
   gain within its noise (`holding`);
-- *failure* (`failure`): success fell to `fall_ratio` of its peak after a gain, or every group's
-  reward is constant (`dead_frac`: nothing left to learn from) while success is below 1/2 (most
-  groups fail), or success has gained nothing over its start (`no_gain`). No rule counts
-  elapsed steps.
+- *failure* (`failure`): no episode of the step succeeded after most had (`wiped_out`), success
+  fell to `fall_ratio` of its peak after a gain, or every group's reward is constant
+  (`dead_frac`: nothing left to learn from) while success is below 1/2 (most groups fail), or
+  success has gained nothing over its start (`no_gain`). No rule counts elapsed steps.
 
 Verdict: healthy while warming up (a collapse excepted), solved, or without narrowing signals;
-narrowing without progress is a warning; narrowing with failure is a collapse, where `no_gain`
+narrowing without progress is a warning; narrowing with failure is a collapse (`collapse_votes`
+signals; one beside `wiped_out`: a run that breaks into garbage replies narrows only its reward
+spread), where `no_gain`
 counts only beside a state-blind signal, `STATE_BLIND` (a slow learner stalls for a long time
 too; a state-blind one that stalls has collapsed), and one narrowing measure at its own limit,
 `NARROWED` (a learner passing through one answer tripped only the earlier, joint sign:
@@ -271,7 +273,7 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
     failed = failure(history, cfg)
     going = progress(history, cfg)
     if going is not None and not (going.signal != "solved" and failed is not None
-                                  and failed.signal in ("no_variance", "success_fell")):
+                                  and failed.signal in ("no_variance", "success_fell", "wiped_out")):
         # A rise with no reward spread in any group is not learning (GRPO's update is zero): the
         # states drawn changed, not the policy. Only a solved task earns no_variance. Nor is a rise
         # that has since been lost (success_fell: at most fall_ratio of the gain kept), though its
@@ -282,7 +284,7 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
         # A slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73);
         # nor had Bandit seed 111 on the safe arm, its entropy at 74% of its peak (docs/health.md).
         failed = None
-    if failed is not None and len(narrowing) >= cfg.collapse_votes:
+    if failed is not None and len(narrowing) >= (1 if failed.signal == "wiped_out" else cfg.collapse_votes):
         return Verdict("collapse", [failed, *narrowing], step)
     return Verdict("healthy", [], step) if early else Verdict("warning", narrowing, step)
 

@@ -1,6 +1,7 @@
 """What the outcome says (monitor/health.py's module doc): *progress* (success solved, rising,
-or a held gain; I(X;Z) rising) and *failure* (success fell after a gain, no reward spread while
-most groups fail, no gain over the start), read from train/success (else the task reward).
+or a held gain; I(X;Z) rising) and *failure* (no episode succeeded after most had, success fell
+after a gain, no reward spread while most groups fail, no gain over the start), read from
+train/success (else the task reward).
 Pure functions of the metric history; thresholds from `HealthSpec`."""
 
 from __future__ import annotations
@@ -99,11 +100,16 @@ def solved(history: list[dict], cfg: "HealthSpec") -> bool:
 
 
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Evidence that narrowing has become a collapse: success fell after a gain, no group has
-    any reward variance left while most fail, or success never rose `progress_min` above its
-    start (smoothed)."""
+    """Evidence that narrowing has become a collapse: no episode of the step succeeded after the
+    smoothed success had reached MOSTLY (`wiped_out`: with G groups, even all-or-nothing ones, a
+    policy still at 1/2 fails them all with probability 2^-G; in the run corpus only collapses did
+    this: docs/health.md), success fell after a gain, no group has any reward variance left while
+    most fail, or success never rose `progress_min` above its start (smoothed)."""
     name = score_name(history)
     s = smoothed(series(history, name), cfg.smooth) if name is not None else []
+    if name == "train/success" and len(s) > 1 and series(history, name, 1)[-1] == 0 and max(s[:-1]) >= MOSTLY:
+        return Reason("wiped_out", 0.0, MOSTLY, f"no episode succeeded in this step, after a smoothed {name} "
+                      f"of {max(s[:-1]):.3g}", "collapse")
     if s:
         peak, start = max(s), s[0]
         noise = sampling_margin(history, name, peak, cfg)  # a gain and a fall beyond sampling noise
