@@ -91,6 +91,19 @@ def test_alone_lists_the_template_only_warnings_the_default_no_longer_gives(caps
         assert all(v.level == "healthy" for v in t.verdicts)
 
 
+def test_zeros_lists_the_steps_no_episode_succeeded_after_a_gain(capsys):
+    """`zeros` on fresh8 and the tuned corpus: only 16x seed 131, train success 0 from step 20 to
+    the end (30) after a smoothed peak of (.75 + .62 + .62)/3 = .66 at step 12 (its metrics.jsonl);
+    none of the tuned corpus's 35 runs has such a step (the Bandit ones never gain 0.1 before a
+    zero; seed 4 of `bandit-s-lr175e4` has its zero after a gain of 0.03)."""
+    hc = _bench()
+    corpora = [BENCH.parent / "health_corpus", BENCH.parent / "health_corpus_fresh8"]
+    assert hc.main(["zeros", *(a for c in corpora for a in ("--corpus", str(c)))]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].split()[:2] == ["fresh8-larger16x-fp32-seed131", "collapse"]
+    assert "zero at steps [20, 21, 22, 23, 24, 25] ..., smoothed peak before 0.66" in lines[0]
+
+
 def test_settled_from():
     hc = _bench()
     acts = [{"step": 1, "actions": ["a", "b"] * 4}, {"step": 2, "actions": ["a"] * 7 + ["b"]},
