@@ -37,10 +37,25 @@ def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC) ->
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
 
 
+def test_a_quiet_run_turns_off_the_launchers_info_lines():
+    """Without --verbose the `deepspeed` launcher runs at --log_level=warning (its runner hands it
+    to each node's launch.py); a level the command sets wins, and other commands are left alone."""
+    from ragen_cli.quiet import quiet_launcher
+
+    argv = ["/venv/bin/deepspeed", "--num_nodes", "1", "--num_gpus", "2", "--module", "ragen_cli.train.worker", "RUN"]
+    assert quiet_launcher(argv) == ["/venv/bin/deepspeed", "--log_level=warning", *argv[1:]]
+    assert quiet_launcher(["deepspeed", "--log_level=debug", "x"]) == ["deepspeed", "--log_level=debug", "x"]
+    assert quiet_launcher(["torchrun", "x"]) == ["torchrun", "x"] and quiet_launcher([]) == []
+
+
 @pytest.mark.slow
 def test_two_processes_stay_identical(tmp_path, tiny_model_dir):
     proc = train_two(tmp_path, "mp", ["train.steps=2", "train.lr_actor=1e-3"])
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # quiet (no --verbose): the launcher's INFO lines ("[INFO] [launch.py:245:main] process ...
+    # spawned with command") are off, its warning ("Unable to find hostfile") and ragen's lines stay
+    console = proc.stdout + proc.stderr
+    assert "[INFO]" not in console and "[WARNING] [runner.py" in console and "step 2/2" in console
     events = [json.loads(line) for line in (tmp_path / "mp" / "events.jsonl").read_text().splitlines()]
     start, end = events[0], events[-1]
     assert start["kind"] == "start" and start["world_size"] == 2

@@ -76,10 +76,11 @@ def prepare_run(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool):
     return lock
 
 
-def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool) -> dict:
+def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool, quiet: bool = False) -> dict:
     """Run the compiled job: the training loop in this process for one process, the Plan's
-    launch command (deepspeed launcher + ragen_cli.train.worker) for several. Returns the
-    loop's summary (for a launched job: read back from the run directory)."""
+    launch command (deepspeed launcher + ragen_cli.train.worker) for several, its launcher's INFO
+    lines off where `quiet` (`ragen train` without --verbose). Returns the loop's summary (for a
+    launched job: read back from the run directory)."""
     import os
     import subprocess
     import sys
@@ -91,6 +92,10 @@ def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool) -> dict:
     argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
     local = Path(sys.executable).parent / argv[0]  # the launcher installed next to this Python
     argv[0] = str(local) if local.is_file() else argv[0]
+    if quiet:
+        from ragen_cli.quiet import quiet_launcher
+
+        argv = quiet_launcher(argv)
     code = subprocess.run(argv, env={**os.environ, **plan.env}).returncode
     if code:
         raise RunFailed(code, f"{argv[0]} exited {code}; see the ranks' output and {run_dir}/events.jsonl")

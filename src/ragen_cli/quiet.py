@@ -10,7 +10,9 @@ What goes where, without `--verbose`:
   by the rollout backend where TQDM_DISABLE is 1) -> off;
 - torch's "Triton not available" warning on CPU -> off (this process: a single-process run);
 - Python's FutureWarning and DeprecationWarning from libraries -> off (in this process and,
-  through PYTHONWARNINGS, in child processes).
+  through PYTHONWARNINGS, in child processes);
+- a several-process run's `deepspeed` launcher: its INFO lines (world info, each rank's command
+  and exit) -> off (`quiet_launcher`); its warnings and errors stay.
 Errors still surface: an exception ends the run with its message on screen and its traceback
 in events.jsonl; vLLM's ERROR lines are in engine.log, whose path ragen prints. torch's C++
 warnings are off (TORCH_CPP_LOG_LEVEL=ERROR); a few lines that native code or an engine process
@@ -71,6 +73,14 @@ def go_quiet(run_dir: Path) -> Path:
     for key, value in quiet_env(run_dir).items():
         os.environ.setdefault(key, value)  # a user's own setting wins
     return run_dir / LOG_NAME
+
+
+def quiet_launcher(argv: list[str]) -> list[str]:
+    """The launch command of a quiet run: `deepspeed` with `--log_level=warning` (its runner hands
+    the level on to each node's launch.py) unless the command sets a level; other commands as given."""
+    if not argv or Path(argv[0]).name != "deepspeed" or any(a.startswith("--log_level") for a in argv):
+        return list(argv)
+    return [argv[0], "--log_level=warning", *argv[1:]]
 
 
 @contextmanager

@@ -62,7 +62,7 @@ def train(
 
             log = go_quiet(run_dir)
             typer.echo(f"ragen: engine logs in {log} (--verbose shows them here)", err=True)
-        code = _run(loaded.spec, plan, run_dir, resume is not None)
+        code = _run(loaded.spec, plan, run_dir, resume is not None, quiet=not verbose)
     finally:
         lock.release()
     if code:
@@ -166,14 +166,14 @@ def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
         raise typer.Exit(RUN_FAILED) from None
 
 
-def _run(spec, plan, run_dir: Path, resume: bool) -> int:
+def _run(spec, plan, run_dir: Path, resume: bool, quiet: bool) -> int:
     """Run the job (`ragen_cli.api.run_job`: in this process, or the launched workers); returns
     the exit code."""
     from ragen_cli.api import RunFailed, run_job
     from ragen_cli.train.checkpoint import CheckpointError
 
     try:
-        run_job(spec, plan, run_dir, resume)
+        run_job(spec, plan, run_dir, resume, quiet)
     except RunFailed as exc:  # the launcher's code: the ranks printed why
         return exc.code
     except KeyboardInterrupt:
