@@ -553,19 +553,28 @@ def alone(labels: list[dict]) -> None:
 
 def zeros(labels: list[dict], floor: float = 0.1) -> None:
     """Every run with a step in which no episode succeeded (train/success 0) after the smoothed
-    success had gained at least `floor` over its first value: the evidence for `wiped_out`."""
-    from ragen_cli.monitor.replay import training_history
-    from ragen_cli.monitor.verdict import series, smoothed
+    success had gained at least `floor` over its first value, with what `wiped_out` makes of the
+    first such step (the chance of the zeros from a policy still at its success before them)."""
+    import yaml
+
+    from ragen_cli.monitor.outcome import wiped_out
+    from ragen_cli.monitor.replay import training_history, with_sample_size
+    from ragen_cli.monitor.verdict import smoothed
     from ragen_cli.spec.health_spec import HealthSpec
 
-    smooth = HealthSpec().smooth
+    cfg = HealthSpec()
     for lab in labels:
-        xs = series(training_history(_jsonl(run_dir(lab) / "metrics.jsonl")), "train/success")
-        s = smoothed(xs, smooth)
-        steps = [i + 1 for i in range(1, len(xs)) if xs[i] == 0 and max(s[:i]) - s[0] >= floor]
-        if steps:
+        spec = yaml.safe_load((run_dir(lab) / "spec.yaml").read_text())
+        history = [r for r in with_sample_size(training_history(_jsonl(run_dir(lab) / "metrics.jsonl")), spec)
+                   if "train/success" in r]
+        s = smoothed([r["train/success"] for r in history], cfg.smooth)
+        at = [i for i in range(1, len(history)) if history[i]["train/success"] == 0 and max(s[:i]) - s[0] >= floor]
+        if at:
+            why = wiped_out(history[: at[0] + 1], cfg)
+            steps = [history[i]["step"] for i in at]
             print(f"{lab['run']:40s} {lab['label']:9s} onset {lab['onset']}  zero at steps {steps[:6]}"
-                  f"{' ...' if len(steps) > 6 else ''}, smoothed peak before {max(s[:steps[0] - 1]):.2f}")
+                  f"{' ...' if len(steps) > 6 else ''}; at the first: "
+                  + (f"wiped_out, chance {why.value:.2g}" if why else "not wiped_out"))
 
 
 def table(labels: list[dict]) -> None:

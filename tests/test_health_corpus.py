@@ -93,15 +93,16 @@ def test_alone_lists_the_template_only_warnings_the_default_no_longer_gives(caps
 
 def test_zeros_lists_the_steps_no_episode_succeeded_after_a_gain(capsys):
     """`zeros` on fresh8 and the tuned corpus: only 16x seed 131, train success 0 from step 20 to
-    the end (30) after a smoothed peak of (.75 + .62 + .62)/3 = .66 at step 12 (its metrics.jsonl);
-    none of the tuned corpus's 35 runs has such a step (the Bandit ones never gain 0.1 before a
-    zero; seed 4 of `bandit-s-lr175e4` has its zero after a gain of 0.03)."""
+    the end (30) after a gain to a smoothed .66 at step 12; its success before the zeros, at step 19,
+    was (.50 + .50 + .23)/3 = .41 (its metrics.jsonl), so 8 groups all fail with chance .59^8 =
+    .015 <= .023: wiped_out. None of the tuned corpus's 35 runs has such a step (the Bandit ones
+    never gain 0.1 before a zero; seed 4 of `bandit-s-lr175e4` has its zero after a gain of 0.03)."""
     hc = _bench()
     corpora = [BENCH.parent / "health_corpus", BENCH.parent / "health_corpus_fresh8"]
     assert hc.main(["zeros", *(a for c in corpora for a in ("--corpus", str(c)))]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].split()[:2] == ["fresh8-larger16x-fp32-seed131", "collapse"]
-    assert "zero at steps [20, 21, 22, 23, 24, 25] ..., smoothed peak before 0.66" in lines[0]
+    assert lines[0].endswith("zero at steps [20, 21, 22, 23, 24, 25] ...; at the first: wiped_out, chance 0.015")
 
 
 def test_settled_from():
@@ -511,9 +512,9 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
     collapse, onset 18, into garbage replies ("makingioutsoniesm islamicm") with the entropy back at
     95-99% of its first value, so only the in-group std narrowed at steps 20-21: warned at 18, called
     at 22 when I(X;Z)/H(X) joined it (onset + 4, lead 0; target 2 asks within 2 and a lead of 3).
-    Since the twenty-second session a step in which no episode succeeded after the smoothed train
-    success had reached 1/2 (`wiped_out`) is a collapse beside one narrowing signal: train success
-    was 0 at step 20 (after a smoothed .66 at step 12), beside the in-group std: called at 20 (onset + 2).
+    Since the twenty-second session a step of zeros that the success before it makes improbable
+    (`wiped_out`) is a collapse beside one narrowing signal: train success was 0 at step 20 after a
+    smoothed .41, 8 groups all failing with chance .015, beside the in-group std: called at 20 (onset + 2).
     Seed 132, the list's run 8 (made in the twenty-second session with 73f3c9b's code), learned the
     reply format (valid arm names from step 13) but not the arm: validation 0.05 -> 0.53 from step 18
     to the end, what a random arm scores (0.50), below "always Dragon" (1.00): a shortcut, unwarned."""

@@ -475,30 +475,41 @@ def test_a_held_gain_is_progress():
     assert holding(low, CFG) is None and assess(low, CFG).level == "warning"
 
 
-def test_no_episode_succeeding_after_most_did_is_a_collapse_beside_one_signal():
+def test_no_episode_succeeding_where_that_is_improbable_is_a_collapse_beside_one_signal():
     # A run that breaks instead of narrowing (as `larger` 16x seed 131 in bench/health_corpus_fresh8):
-    # success 0.1 t up to 0.6 at step 6, 0.6 to step 15, 0.45 and 0.4 at 16-17, 0 from 18; the
-    # in-group std (0.4) falls to 0 with it; entropy and bigrams stay (garbage is as varied).
-    # Step 18: s = (.45 + .4 + 0)/3 = .283 against start .1 and peak .6: kept (.283 - .1)/.5 = 37%
-    # (success_fell), but std (.4 + .4 + 0)/3 = .267 = 67% of .4: nothing narrowed -> healthy.
-    # Step 19: std (.4 + 0 + 0)/3 = .133 = 33% <= 50%: one narrowing signal, and no episode
-    # succeeded after a smoothed success of .6 >= 1/2: wiped_out, which needs one signal -> collapse
+    # success 0.1 t up to 0.6 at step 6, 0.6 to step 15, 0.45 and 0.4 at 16-17, 0 from 18, over 8
+    # groups a step; the in-group std (0.4) falls to 0 with it; entropy and bigrams stay (garbage
+    # is as varied). The limit: the one-sided normal tail of fall_z 2, erfc(2 / sqrt 2) / 2 = .02275.
+    # Step 18: the smoothed success before the zeros p = (.6 + .45 + .4)/3 = .4833; 8 groups all
+    # failing in one step, (1 - p)^8 = .5167^8 = .0051 <= .02275: wiped_out, but std (.4 + .4 + 0)/3
+    # = 67% of .4: nothing narrowed -> healthy. Step 19: the streak's first step still says .0051,
+    # and std (.4 + 0 + 0)/3 = 33% <= 50%: one narrowing signal, enough beside wiped_out -> collapse
     # (success_fell alone needs collapse_votes 2: a warning until a second signal joins).
     def broke(t):
         return 0.1 * t if t <= 6 else {16: 0.45, 17: 0.4}.get(t, 0.6 if t < 16 else 0.0)
 
-    std = {"reward/task_in_group_std": lambda t: 0.4 if t < 18 else 0.0}
-    lv = levels(run(broke, **std))
+    over = {"reward/task_in_group_std": lambda t: 0.4 if t < 18 else 0.0, "train/groups": lambda t: 8.0}
+    hist = run(broke, **over)
+    lv = levels(hist)
     assert lv[:18] == ["healthy"] * 18 and lv[18:30] == ["collapse"] * 12  # steps 19-30
-    v = assess(run(broke, **std)[:19], CFG)
+    gone = failure(hist[:18], CFG)
+    assert gone.signal == "wiped_out" and gone.value == pytest.approx((1 - 0.29 / 0.6) ** 8, rel=1e-9)
+    assert gone.threshold == pytest.approx(0.02275, abs=1e-5)
+    v = assess(hist[:19], CFG)
     assert [r.signal for r in v.reasons] == ["wiped_out", "in_group_std"]
-    assert v.reasons[0].message == "no episode succeeded in this step, after a smoothed train/success of 0.6"
-    # The same fall from a peak under 1/2 (0.04 t up to 0.4 at step 10, 0.4 to 15, 0.3, 0.27,
-    # then 0): at step 19 s = .09, kept (.09 - .04)/.36 = 14%: success_fell beside one signal,
-    # and no wiped_out (peak .4 < 1/2) -> a warning, as before.
-    def low(t):
-        return 0.04 * t if t <= 10 else {16: 0.3, 17: 0.27}.get(t, 0.4 if t < 16 else 0.0)
+    assert v.reasons[0].message == ("no episode succeeded in the last 2 step(s), after a smoothed train/success of "
+                                    "0.48: even with every group's rollouts all-or-nothing, 8 groups all fail in "
+                                    "one step with chance 0.0051 (limit 0.023)")
+    # Over 2 groups a step the zeros are likely enough, .5167^2 = .27, however long the streak:
+    # success_fell beside one signal, a warning at steps 19-21.
+    two = run(broke, **{**over, "train/groups": lambda t: 2.0})
+    assert levels(two)[17:21] == ["healthy", "warning", "warning", "warning"]
+    assert failure(two[:21], CFG).signal == "success_fell"
+    # Without the group count (a run before train/groups, replayed without its spec) the rule is silent,
+    # and a step whose train/success is missing is not a step of zeros.
+    assert failure(run(broke, **{"reward/task_in_group_std": over["reward/task_in_group_std"]})[:19], CFG).signal == "success_fell"
+    from ragen_cli.monitor.outcome import wiped_out
 
-    lv = levels(run(low, **std))
-    assert lv[:18] == ["healthy"] * 18 and lv[18] == "warning"
-    assert failure(run(low, **std)[:19], CFG).signal == "success_fell"
+    gap = [dict(r) for r in hist[:19]]
+    del gap[-1]["train/success"]
+    assert wiped_out(hist[:19], CFG) is not None and wiped_out(gap, CFG) is None

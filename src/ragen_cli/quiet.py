@@ -12,7 +12,7 @@ What goes where, without `--verbose`:
 - Python's FutureWarning and DeprecationWarning from libraries -> off (in this process and,
   through PYTHONWARNINGS, in child processes);
 - a several-process run's `deepspeed` launcher: its INFO lines (world info, each rank's command
-  and exit) -> off (`quiet_launcher`); its warnings and errors stay.
+  and exit) -> off on one node (`quiet_launcher`); its warnings and errors stay.
 Errors still surface: an exception ends the run with its message on screen and its traceback
 in events.jsonl; vLLM's ERROR lines are in engine.log, whose path ragen prints. torch's C++
 warnings are off (TORCH_CPP_LOG_LEVEL=ERROR); a few lines that native code or an engine process
@@ -70,14 +70,18 @@ def early_quiet() -> None:
 def go_quiet(run_dir: Path) -> Path:
     """Apply `quiet_env` to this process (and so to every process it starts); returns the log path."""
     early_quiet()
-    for key, value in quiet_env(run_dir).items():
+    quiet = quiet_env(run_dir)
+    if os.environ.get("VLLM_CONFIGURE_LOGGING") == "0":  # the user turned vLLM's logging set-up off: vLLM
+        del quiet["VLLM_LOGGING_CONFIG_PATH"]            # refuses a config file then (RuntimeError on import)
+    for key, value in quiet.items():
         os.environ.setdefault(key, value)  # a user's own setting wins
     return run_dir / LOG_NAME
 
 
 def quiet_launcher(argv: list[str]) -> list[str]:
-    """The launch command of a quiet run: `deepspeed` with `--log_level=warning` (its runner hands
-    the level on to each node's launch.py) unless the command sets a level; other commands as given."""
+    """The launch command of a quiet run: `deepspeed` with `--log_level=warning` unless the command
+    sets a level; other commands as given. On one node the runner hands the level on to launch.py;
+    on several (pdsh) DeepSpeed 0.19's runner does not, so each node's launch.py still logs INFO."""
     if not argv or Path(argv[0]).name != "deepspeed" or any(a.startswith("--log_level") for a in argv):
         return list(argv)
     return [argv[0], "--log_level=warning", *argv[1:]]

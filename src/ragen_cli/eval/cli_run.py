@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from ragen_cli.eval.checkpoint import EvalInputError, Policy, load_checkpoint, looks_like_checkpoint, model_policy
 from ragen_cli.eval.report import compare_table, summary_table
@@ -111,7 +112,7 @@ def run_eval(opts: EvalOptions, console: Console | None = None) -> Path:
     out = _out_dir(opts, policies)
 
     def log(message: str) -> None:
-        errors.print(f"[dim]ragen eval: {message}[/dim]", highlight=False)
+        errors.print(f"[dim]ragen eval: {escape(message)}[/dim]", highlight=False)  # a path may hold [brackets]
 
     if opts.quiet and plan.backend != "hf" and any(p.kind != "endpoint" for p in policies):
         from ragen_cli.quiet import go_quiet

@@ -13,7 +13,7 @@ of evidence:
 - *progress* (`progress`): success has reached a new high within `progress_window` steps, or
   I(X;Z) has (the policy is learning to read the state), or success is at `solved`, or holds a
   gain within its noise (`holding`);
-- *failure* (`failure`): no episode of the step succeeded after most had (`wiped_out`), success
+- *failure* (`failure`): no episode of the step succeeded where that is improbable (`wiped_out`), success
   fell to `fall_ratio` of its peak after a gain, or every group's reward is constant
   (`dead_frac`: nothing left to learn from) while success is below 1/2 (most groups fail), or
   success has gained nothing over its start (`no_gain`). No rule counts elapsed steps.

@@ -60,6 +60,7 @@ _TABLE: list[tuple[str, str, str]] = [
     ("reward/task_in_group_std", "reward", "Mean over groups of the std of a group's N task rewards (unshaped, before the filter)."),
     ("train/success", "fraction", "Share of training episodes that ended in success."),
     ("train/episodes", "count", "Training episodes behind train/success this step (P x N, over all processes): its sample size."),
+    ("train/groups", "count", "Groups (initial states, P) behind train/success this step, over all processes: its number of independent draws where each group's rollouts all agree."),
     ("train/chose_high_ev", "fraction", "Share of training episodes whose env reported `chose_high_ev` (Bandit: picked the higher-expected-value arm); absent for envs that do not report it."),
     ("reward/fn/<fn>", "reward", "Mean over the step's episodes of reward function `<fn>` (a dataset task's `module:function`, named by its function part); episodes where it returned None are left out."),
     ("val/<env>/success", "fraction", "Share of validation episodes of env `<env>` that ended in success."),

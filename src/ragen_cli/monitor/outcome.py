@@ -1,6 +1,6 @@
 """What the outcome says (monitor/health.py's module doc): *progress* (success solved, rising,
-or a held gain; I(X;Z) rising) and *failure* (no episode succeeded after most had, success fell
-after a gain, no reward spread while most groups fail, no gain over the start), read from
+or a held gain; I(X;Z) rising) and *failure* (no episode succeeded where that is improbable,
+success fell after a gain, no reward spread while most groups fail, no gain over the start), read from
 train/success (else the task reward).
 Pure functions of the metric history; thresholds from `HealthSpec`."""
 
@@ -10,7 +10,7 @@ import math
 from statistics import median
 from typing import TYPE_CHECKING
 
-from ragen_cli.monitor.verdict import MAD_SCALE, Reason, series, smoothed
+from ragen_cli.monitor.verdict import MAD_SCALE, Reason, finite, series, smoothed
 
 if TYPE_CHECKING:
     from ragen_cli.spec.health_spec import HealthSpec
@@ -99,17 +99,41 @@ def solved(history: list[dict], cfg: "HealthSpec") -> bool:
     return s >= cfg.solved - sampling_margin(history, "train/success", s, cfg)
 
 
+def wiped_out(history: list[dict], cfg: "HealthSpec") -> Reason | None:
+    """No episode succeeded in this step, nor in the steps of the streak of zeros it ends, although
+    the smoothed success p before the streak made its first step improbable: (1 - p)^G at most the
+    one-sided normal tail of `fall_z` (2.3% at 2), G that step's groups (`train/groups`).
+    Rollouts of one group share their initial state; if each group's were all-or-nothing, a step
+    would hold only its groups as independent draws, the fewest it can, so (1 - p)^G bounds the
+    chance of a step of zeros from a policy still at p. A run that breaks into garbage replies does
+    this while it narrows nothing but its reward spread (docs/health.md): a collapse beside one
+    narrowing signal (health._judge). The first step alone must be improbable: a long streak after
+    a small p (a Bandit policy passing through the safe arm) is not a break."""
+    steps = [r for r in history if finite(r.get("train/success"))]
+    if not history or history[-1].get("train/success") != 0:
+        return None
+    k = next((i for i, r in enumerate(reversed(steps)) if r["train/success"] != 0), len(steps))
+    before = smoothed([r["train/success"] for r in steps[:len(steps) - k]], cfg.smooth)
+    groups = steps[len(steps) - k].get("train/groups")
+    if not before or not finite(groups) or groups < 1:
+        return None
+    p, limit = before[-1], 0.5 * math.erfc(cfg.fall_z / math.sqrt(2))
+    chance = (1 - p) ** groups
+    if chance > limit:
+        return None
+    return Reason("wiped_out", chance, limit, f"no episode succeeded in the last {k} step(s), after a smoothed "
+                  f"train/success of {p:.2f}: even with every group's rollouts all-or-nothing, {groups:g} groups all "
+                  f"fail in one step with chance {chance:.2g} (limit {limit:.2g})", "collapse")
+
+
 def failure(history: list[dict], cfg: "HealthSpec") -> Reason | None:
-    """Evidence that narrowing has become a collapse: no episode of the step succeeded after the
-    smoothed success had reached MOSTLY (`wiped_out`: with G groups, even all-or-nothing ones, a
-    policy still at 1/2 fails them all with probability 2^-G; in the run corpus only collapses did
-    this: docs/health.md), success fell after a gain, no group has any reward variance left while
-    most fail, or success never rose `progress_min` above its start (smoothed)."""
+    """Evidence that narrowing has become a collapse: no episode of the step succeeded where that
+    is improbable (`wiped_out`), success fell after a gain, no group has any reward variance left
+    while most fail, or success never rose `progress_min` above its start (smoothed)."""
+    if (gone := wiped_out(history, cfg)) is not None:
+        return gone
     name = score_name(history)
     s = smoothed(series(history, name), cfg.smooth) if name is not None else []
-    if name == "train/success" and len(s) > 1 and series(history, name, 1)[-1] == 0 and max(s[:-1]) >= MOSTLY:
-        return Reason("wiped_out", 0.0, MOSTLY, f"no episode succeeded in this step, after a smoothed {name} "
-                      f"of {max(s[:-1]):.3g}", "collapse")
     if s:
         peak, start = max(s), s[0]
         noise = sampling_margin(history, name, peak, cfg)  # a gain and a fall beyond sampling noise

@@ -22,15 +22,16 @@ def training_history(records: list[dict]) -> list[dict]:
     return [r for r in records if isinstance(r.get("step"), int) and r["step"] >= 1]
 
 
-def with_episodes(history: list[dict], spec: object) -> list[dict]:
-    """Runs recorded before `train/episodes` existed (2026-11-26): take it from the spec's
-    env.train groups x group_size, what a one-process run rolled out per step."""
+def with_sample_size(history: list[dict], spec: object) -> list[dict]:
+    """Runs recorded before `train/episodes` (2026-11-26) or `train/groups` (2026-11-28) existed:
+    take them from the spec's env.train groups x group_size and groups, what every step rolled out."""
     env = spec.get("env") if isinstance(spec, dict) else None
     train = env.get("train") if isinstance(env, dict) else None
     groups, size = (train.get("groups"), train.get("group_size")) if isinstance(train, dict) else (None, None)
     if not (isinstance(groups, int) and isinstance(size, int)):
         return history
-    return [r if "train/episodes" in r else {**r, "train/episodes": float(groups * size)} for r in history]
+    known = {"train/episodes": float(groups * size), "train/groups": float(groups)}
+    return [r if all(k in r for k in known) else {**known, **r} for r in history]
 
 
 def health_spec(spec: object) -> tuple[HealthSpec, str]:
@@ -103,7 +104,7 @@ def replay(run_dir: str | Path, cfg: HealthSpec | None = None, collapse_every: i
     if cfg is None:
         cfg, note = health_spec(spec)
     records, problems = run.read_metrics_checked()
-    history = thinned(with_episodes(training_history(records), spec), collapse_every)
+    history = thinned(with_sample_size(training_history(records), spec), collapse_every)
     verdicts = [assess(history[: i + 1], cfg) for i in range(len(history))]
     changes, level = [], "healthy"
     for v in verdicts:

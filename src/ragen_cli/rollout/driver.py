@@ -241,6 +241,7 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
         "episode/truncated": float(sum(traj.truncated for traj in trajs)),
         "train/success": sum(traj.success for traj in trajs) / max(1, len(trajs)),
         "train/episodes": float(len(trajs)),
+        "train/groups": float(len({traj.group for traj in trajs})),
         "timing/rollout_s": seconds,
         "perf/rollout_tokens_per_s": generated / seconds if seconds > 0 else 0.0,
     }
