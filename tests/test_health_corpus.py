@@ -533,3 +533,34 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == 0 and summary["gain_then_loss_runs"] == 1
     [row] = hc.run_verdicts([{**by["bandit-s-fp32-seed132"], "corpus": str(corpus)}])
     assert (row["first_warning"], row["first_collapse"]) == (None, None)
+
+
+def test_fresh9_corpus_held_out_for_wiped_out():
+    """The twenty-second session's runs (docs/health.md), listed before they were made, replayed
+    under `wiped_out` (committed before any of them was read), fp32 on a CPU without AVX512. By hand
+    from the committed copies: StarPO-S Bandit seeds 135, 137 and 139 learned (validation 0.05 -> 1.00),
+    `larger` 4x seeds 134 and 136 too (0.02 -> 1.00, 0.97, above "always the first number", 0.56);
+    none warned. Bandit seed 133 ended at 0.86, short of "always Dragon" (1.00) beyond 2 standard
+    errors: a shortcut by the label's rule, unwarned. `larger` 16x seed 138 swung (validation 0.56 at
+    steps 2-4, 0.05 at 6, 0.55-0.56 at 8-10, 0.00 at 12, 0.31-0.58 at 14-20) and lost it from step 22
+    (0.00 to the end): a gain-then-loss collapse, onset 22. Its first collapse call is on the dip
+    before step 6's validation (train success .60, .37, .04 at steps 5-7: success_fell at 8), as for
+    fresh7 seeds 122 and 124, and it is called a collapse again from step 19 (train success .14)
+    without a break to the end, 3 steps before the onset."""
+    hc, corpus, committed, by = _relabelled("fresh9")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-fp32-seed135", "bandit-s-fp32-seed137", "bandit-s-fp32-seed139", "larger4x-fp32-seed134",
+        "larger4x-fp32-seed136"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == ["bandit-s-fp32-seed133"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"larger16x-fp32-seed138": 22}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh9")
+    assert got == {"bandit-s-fp32-seed135": (None, None), "bandit-s-fp32-seed137": (None, None),
+                   "bandit-s-fp32-seed139": (None, None), "larger4x-fp32-seed134": (None, None), "larger4x-fp32-seed136": (None, None),
+                   "larger16x-fp32-seed138": (8, 8)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0 and summary["gain_then_loss_runs"] == 1
+    [row] = hc.run_verdicts([{**by["bandit-s-fp32-seed133"], "corpus": str(corpus)}])
+    assert (row["first_warning"], row["first_collapse"]) == (None, None)
+    from ragen_cli.monitor.replay import replay
+
+    t = replay(corpus / "runs" / "fresh9-larger16x-fp32-seed138", collapse_every=hc.default_cadence())
+    assert [s for s, v in zip(t.steps, t.verdicts) if v.level == "collapse"] == [8, 9, *range(19, 31)]
