@@ -109,9 +109,9 @@ def wiped_out(history: list[dict], cfg: "HealthSpec") -> Reason | None:
     this while it narrows nothing but its reward spread (docs/health.md): a collapse beside one
     narrowing signal (health._judge). The first step alone must be improbable: a long streak after
     a small p (a Bandit policy passing through the safe arm) is not a break."""
-    steps = [r for r in history if finite(r.get("train/success"))]
     if not history or history[-1].get("train/success") != 0:
-        return None
+        return None  # the common case, before any scan of the history
+    steps = [r for r in history if finite(r.get("train/success"))]
     k = next((i for i, r in enumerate(reversed(steps)) if r["train/success"] != 0), len(steps))
     before = smoothed([r["train/success"] for r in steps[:len(steps) - k]], cfg.smooth)
     groups = steps[len(steps) - k].get("train/groups")
