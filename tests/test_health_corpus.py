@@ -564,3 +564,36 @@ def test_fresh9_corpus_held_out_for_wiped_out():
 
     t = replay(corpus / "runs" / "fresh9-larger16x-fp32-seed138", collapse_every=hc.default_cadence())
     assert [s for s, v in zip(t.steps, t.verdicts) if v.level == "collapse"] == [8, 9, *range(19, 31)]
+
+
+def test_gpu2_corpus_bf16_on_an_h200():
+    """The twenty-third session's GPU batch (docs/health.md, bench/gpu_runs_gpu2.txt), listed before
+    it was made, bf16 on one H200 with the HF rollout backend, 8 runs at once, stopped at a
+    deadline. By hand from the committed copies: vanilla StarPO on `larger` seeds 151 and 152
+    learned (validation 0.02 -> 1.00), StarPO-S `larger` 4x seeds 153 and 156 too (0.95, 1.00, above
+    "always the first number", 0.5625), and Bandit seeds 157 and 158 (0.00 -> 1.00 by steps 20 and
+    18); none warned. `larger` 4x seeds 154 and 155 sat at 0.5625 from step 2 to the end: that
+    shortcut. Bandit seeds 159, 160, 162, 163 and 164 were stopped by the deadline at 17-22 steps,
+    still climbing (validation 0.75, 0.78, 0.83, 0.89, 0.58 at their last): short
+    of "always Dragon" (1.00), shortcuts by the label's rule, unwarned. Bandit seed 161 named the safe
+    arm (Phoenix) in all 8 saved replies at step 18 ("Phoenix Phoenix Phoenix ..."), 7 of 8 at step
+    10, with train success 0.00 from step 9: a template collapse, onset 10, warned at 9 and called
+    at 11."""
+    hc, corpus, committed, by = _relabelled("gpu2")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-seed157", "bandit-s-seed158", "larger4x-seed153", "larger4x-seed156",
+        "vanilla-larger-seed151", "vanilla-larger-seed152"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "bandit-s-seed159", "bandit-s-seed160", "bandit-s-seed162", "bandit-s-seed163", "bandit-s-seed164",
+        "larger4x-seed154", "larger4x-seed155"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"bandit-s-seed161": 10}
+    got, summary = _first_verdicts(hc, corpus, committed, "gpu2")
+    assert got == {"bandit-s-seed157": (None, None), "bandit-s-seed158": (None, None),
+                   "larger4x-seed153": (None, None), "larger4x-seed156": (None, None),
+                   "vanilla-larger-seed151": (None, None), "vanilla-larger-seed152": (None, None),
+                   "bandit-s-seed161": (9, 11)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
+    assert summary["max_onset_delay"] == 1 and summary["slow_min_lead"] == 1
+    rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in ("bandit-s-seed159", "bandit-s-seed160",
+                            "bandit-s-seed162", "bandit-s-seed163", "bandit-s-seed164")])
+    assert [(r["first_warning"], r["first_collapse"]) for r in rows] == [(None, None)] * 5
