@@ -597,3 +597,31 @@ def test_gpu2_corpus_bf16_on_an_h200():
     rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in ("bandit-s-seed159", "bandit-s-seed160",
                             "bandit-s-seed162", "bandit-s-seed163", "bandit-s-seed164")])
     assert [(r["first_warning"], r["first_collapse"]) for r in rows] == [(None, None)] * 5
+
+
+def test_fresh10_corpus_fp32_bandit_after_the_gpu_batch():
+    """The twenty-third session's CPU runs (docs/health.md), listed before they were made (run 9,
+    seed 173, added before run 8 ended), `make train`'s Bandit spec in fp32 on a CPU without AVX512.
+    By hand from the committed copies: seeds 165, 166, 168 and 169 learned (validation 0.05 ->
+    1.00), none warned. Seed 170 ended at 0.94 and seed 173 at 0.53 (the reply format learned, the
+    arm not: a random arm's 0.50), short of "always Dragon" (1.00): shortcuts; 173's in-group std
+    fell to 10% of its peak at step 29, a warning. Seeds 167, 171 and 172 settled on the safe arm
+    (Phoenix first in all 8 saved replies at steps 16 and 30; validation at most 0.02 from step 2):
+    template collapses with onsets 7, 29 and 12 by the label's rule. 167 is warned at 6 and called
+    at 7; 171 is called at 17 (no gain, in-group std and I(X;Z)/H(X) down), long before the
+    onset its label takes from the replies' last change; 172 is warned at 13 and called at 14."""
+    hc, corpus, committed, by = _relabelled("fresh10")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-fp32-seed165", "bandit-s-fp32-seed166", "bandit-s-fp32-seed168", "bandit-s-fp32-seed169"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "bandit-s-fp32-seed170", "bandit-s-fp32-seed173"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+        "bandit-s-fp32-seed167": 7, "bandit-s-fp32-seed171": 29, "bandit-s-fp32-seed172": 12}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh10")
+    assert got == {"bandit-s-fp32-seed165": (None, None), "bandit-s-fp32-seed166": (None, None),
+                   "bandit-s-fp32-seed168": (None, None), "bandit-s-fp32-seed169": (None, None),
+                   "bandit-s-fp32-seed167": (6, 7), "bandit-s-fp32-seed171": (17, 17), "bandit-s-fp32-seed172": (13, 14)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
+    assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -1
+    rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in ("bandit-s-fp32-seed170", "bandit-s-fp32-seed173")])
+    assert [(r["first_warning"], r["first_collapse"]) for r in rows] == [(None, None), (29, None)]
