@@ -35,6 +35,13 @@ def _first_verdicts(hc, corpus, committed, name: str) -> tuple[dict, dict]:
             if r["label"] in ("learns", "collapse")}, summary
 
 
+def _verdicts_of(hc, corpus, by, *runs: str) -> list[tuple]:
+    """(first warning, first collapse) of the named runs (less the corpus prefix) at the defaults:
+    for runs `_first_verdicts` leaves out, such as shortcuts."""
+    rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in runs])
+    return [(r["first_warning"], r["first_collapse"]) for r in rows]
+
+
 def test_labels_follow_the_rule():
     hc = _bench()
     committed = json.loads((hc.CORPUS / "labels.json").read_text())
@@ -531,8 +538,7 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
                    "larger16x-fp32-seed131": (18, 20)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == 0 and summary["gain_then_loss_runs"] == 1
-    [row] = hc.run_verdicts([{**by["bandit-s-fp32-seed132"], "corpus": str(corpus)}])
-    assert (row["first_warning"], row["first_collapse"]) == (None, None)
+    assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed132") == [(None, None)]
 
 
 def test_fresh9_corpus_held_out_for_wiped_out():
@@ -558,8 +564,7 @@ def test_fresh9_corpus_held_out_for_wiped_out():
                    "bandit-s-fp32-seed139": (None, None), "larger4x-fp32-seed134": (None, None), "larger4x-fp32-seed136": (None, None),
                    "larger16x-fp32-seed138": (8, 8)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0 and summary["gain_then_loss_runs"] == 1
-    [row] = hc.run_verdicts([{**by["bandit-s-fp32-seed133"], "corpus": str(corpus)}])
-    assert (row["first_warning"], row["first_collapse"]) == (None, None)
+    assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed133") == [(None, None)]
     from ragen_cli.monitor.replay import replay
 
     t = replay(corpus / "runs" / "fresh9-larger16x-fp32-seed138", collapse_every=hc.default_cadence())
@@ -594,9 +599,8 @@ def test_gpu2_corpus_bf16_on_an_h200():
                    "bandit-s-seed161": (9, 11)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["max_onset_delay"] == 1 and summary["slow_min_lead"] == 1
-    rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in ("bandit-s-seed159", "bandit-s-seed160",
-                            "bandit-s-seed162", "bandit-s-seed163", "bandit-s-seed164")])
-    assert [(r["first_warning"], r["first_collapse"]) for r in rows] == [(None, None)] * 5
+    assert _verdicts_of(hc, corpus, by, "bandit-s-seed159", "bandit-s-seed160", "bandit-s-seed162",
+                        "bandit-s-seed163", "bandit-s-seed164") == [(None, None)] * 5
 
 
 def test_fresh10_corpus_fp32_bandit_after_the_gpu_batch():
@@ -623,5 +627,4 @@ def test_fresh10_corpus_fp32_bandit_after_the_gpu_batch():
                    "bandit-s-fp32-seed167": (6, 7), "bandit-s-fp32-seed171": (17, 17), "bandit-s-fp32-seed172": (13, 14)}
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -1
-    rows = hc.run_verdicts([{**by[k], "corpus": str(corpus)} for k in ("bandit-s-fp32-seed170", "bandit-s-fp32-seed173")])
-    assert [(r["first_warning"], r["first_collapse"]) for r in rows] == [(None, None), (29, None)]
+    assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed170", "bandit-s-fp32-seed173") == [(None, None), (29, None)]
