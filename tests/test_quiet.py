@@ -25,3 +25,16 @@ def test_go_quiet_sends_vllm_to_the_run_log_unless_the_user_turned_vllms_logging
         go_quiet(tmp_path / "b")
         assert "VLLM_LOGGING_CONFIG_PATH" not in os.environ and os.environ["VLLM_CONFIGURE_LOGGING"] == "0"
         assert os.environ["TQDM_DISABLE"] == "1"
+
+
+def test_env_restored_undoes_the_warning_filters_and_logger_level_early_quiet_sets(tmp_path):
+    import logging
+    import warnings
+
+    triton = logging.getLogger("torch._library.triton")
+    filters, level = list(warnings.filters), triton.level
+    with env_restored():
+        go_quiet(tmp_path / "a")
+        assert ("ignore", None, FutureWarning, None, 0) in warnings.filters[:2]
+        assert triton.level == logging.ERROR
+    assert list(warnings.filters) == filters and triton.level == level

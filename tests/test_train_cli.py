@@ -53,3 +53,22 @@ def test_bad_override_is_a_spec_error(tmp_path):
 def test_export_of_a_non_checkpoint(tmp_path):
     result = runner.invoke(app, ["export", str(tmp_path), str(tmp_path / "out")])
     assert result.exit_code == 2 and "not a ragen checkpoint" in result.output
+
+
+def test_train_in_process_leaves_no_quiet_settings_behind(tmp_path, monkeypatch):
+    # the quiet console (early_quiet) runs before the model check that ends this command with exit 2;
+    # the environment, warning filters and torch's Triton logger are as they were afterwards
+    import logging
+    import os
+    import warnings
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("TQDM_DISABLE", raising=False)
+    triton = logging.getLogger("torch._library.triton")
+    environ, filters, level = dict(os.environ), list(warnings.filters), triton.level
+    result = runner.invoke(app, ["train", SPEC, "--set", "model.name=acme/not-cached",
+                                 "--set", f"output.dir={tmp_path / 'runs'}"])
+    assert result.exit_code == 2, result.output
+    assert dict(os.environ) == environ and "TQDM_DISABLE" not in os.environ
+    assert list(warnings.filters) == filters and triton.level == level

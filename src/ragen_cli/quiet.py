@@ -89,11 +89,17 @@ def quiet_launcher(argv: list[str]) -> list[str]:
 
 @contextmanager
 def env_restored():
-    """os.environ as it was on entry, again on exit: a command run in-process (a test's CliRunner)
-    leaves no quiet settings behind for the next one, or for the processes the next one starts."""
+    """What `early_quiet` and `go_quiet` change, as it was on entry, again on exit: os.environ,
+    Python's warning filters and torch's Triton logger level. A command run in-process (a test's
+    CliRunner) leaves no quiet settings behind for the next one, for the processes the next one
+    starts, or for the warnings the caller's own code raises."""
     saved = dict(os.environ)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    triton = logging.getLogger("torch._library.triton")
+    level = triton.level
+    with warnings.catch_warnings():  # restores warnings.filters on exit
+        try:
+            yield
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            triton.setLevel(level)

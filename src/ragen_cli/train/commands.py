@@ -28,6 +28,14 @@ def train(
                                       "without it they go to RUN_DIR/engine.log."),
 ) -> None:
     """Train a policy with StarPO / StarPO-S as the spec says; Ctrl-C saves a checkpoint and exits."""
+    from ragen_cli.quiet import env_restored
+
+    with env_restored():  # the quiet settings last as long as the command (a test runs it in-process)
+        _train(spec, dry_run, json_, set_, resume, verbose)
+
+
+def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], resume: Optional[Path],
+           verbose: bool) -> None:
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.spec.commands import load_or_exit
 
