@@ -628,3 +628,31 @@ def test_fresh10_corpus_fp32_bandit_after_the_gpu_batch():
     assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
     assert summary["max_onset_delay"] == 2 and summary["slow_min_lead"] == -1
     assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed170", "bandit-s-fp32-seed173") == [(None, None), (29, None)]
+
+
+def test_fresh11_corpus_fp32_bandit_and_the_dataset_task():
+    """The twenty-fourth session's runs (docs/health.md), listed before they were made, fp32 on a
+    CPU without AVX512, the detector unchanged. By hand from the committed copies: Bandit seeds
+    176, 178 and 181 learned (validation 0.05 -> 1.00; Dragon, and not Phoenix, in all 8 saved
+    replies at step 30), none warned; `larger` 4x seed 175 learned (0.02 -> 0.98, ending at 0.86 as its replies
+    narrowed to 95% identical with in-group std 0), warned at step 25 (in-group std at 8% of its
+    peak, entropy at 10%) and never called a collapse. Bandit seed 174 settled on the safe arm
+    (Phoenix in all 8 saved replies at steps 16 and 30): a template collapse, onset 7, warned at 5
+    and called at 8. Shortcuts: Bandit 179 learned the format but not the arm (0.53; both arms in
+    its replies at step 30), warned at 27 (in-group std); `larger` 4x 177 answers the first number
+    in all 8 saved replies at step 30 (0.56, "always the first number" exactly) and 180 the second
+    (0.44, "always the second"), both called a collapse (12 and 7) with no reward spread left."""
+    hc, corpus, committed, by = _relabelled("fresh11")
+    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+        "bandit-s-fp32-seed176", "bandit-s-fp32-seed178", "bandit-s-fp32-seed181", "larger4x-fp32-seed175"]
+    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+        "bandit-s-fp32-seed179", "larger4x-fp32-seed177", "larger4x-fp32-seed180"]
+    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"bandit-s-fp32-seed174": 7}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh11")
+    assert got == {"bandit-s-fp32-seed176": (None, None), "bandit-s-fp32-seed178": (None, None),
+                   "bandit-s-fp32-seed181": (None, None), "larger4x-fp32-seed175": (25, None),
+                   "bandit-s-fp32-seed174": (5, 8)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 1
+    assert summary["caught"] == summary["collapse_runs"] == 1 and summary["max_onset_delay"] == 1
+    assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed179", "larger4x-fp32-seed177", "larger4x-fp32-seed180") == [
+        (27, None), (9, 12), (7, 7)]
