@@ -27,6 +27,16 @@ def _relabelled(name: str):
     return hc, corpus, committed, {lab["run"].removeprefix(f"{name}-"): lab for lab in committed}
 
 
+def _named(by: dict, label: str) -> list[str]:
+    """The runs (less the corpus prefix) that `_relabelled` labels `label`, sorted."""
+    return sorted(k for k, lab in by.items() if lab["label"] == label)
+
+
+def _onsets(by: dict) -> dict[str, int]:
+    """{run less the corpus prefix: labelled onset} of the collapses."""
+    return {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"}
+
+
 def _first_verdicts(hc, corpus, committed, name: str) -> tuple[dict, dict]:
     """({run less the corpus prefix: (first warning, first collapse)} of the learners and
     collapses, the replay's summary) of a held-out corpus at the defaults."""
@@ -381,7 +391,7 @@ def test_fresh3_corpus_held_out_for_the_no_variance_change():
     20x seed 93 names Phoenix (the safe arm) in 8 of 8 saved trajectories at steps 2-4 and from
     step 6 on (3 of 8 at step 5): template collapse, onset 6, called at 8."""
     hc, corpus, committed, by = _relabelled("fresh3")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-bf16-seed19", "bandit-s-bf16-seed20", "bandit-s-bf16-seed49", "bandit-s-fp32-seed29",
         "bandit-s-fp32-seed30", "bandit-s-fp32-seed39", "bandit-s-fp32-seed59", "larger4x-bf16-seed79",
         "larger4x-bf16-seed80", "larger4x-bf16-seed90"]
@@ -407,10 +417,10 @@ def test_fresh4_corpus_held_out_with_the_detector_unchanged():
     train success fell. Since the twenty-first session a template fall alone counts only from a
     peak of `mi_alone_peak` (0.2), so seed 23 (peak 0.12) is no longer warned."""
     hc, corpus, committed, by = _relabelled("fresh4")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-bf16-seed22", "bandit-s-bf16-seed23", "bandit-s-fp32-seed35", "larger16x-bf16-seed98",
         "larger4x-bf16-seed80", "larger4x-bf16-seed94"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "larger16x-bf16-seed97", "larger4x-bf16-seed95", "larger4x-bf16-seed96"]
     assert (by["larger16x-bf16-seed99"]["label"], by["larger16x-bf16-seed99"]["onset"]) == ("collapse", 18)
     got, summary = _first_verdicts(hc, corpus, committed, "fresh4")
@@ -431,11 +441,11 @@ def test_fresh5_corpus_held_out_for_the_held_gain_rule():
     at 14 and called at 23; `larger` 16x seeds 101 (0.03 -> 0.45 -> 0.00, onset 24) and 105 (0.03 ->
     0.61 -> 0.00, onset 22) gained and lost it, called at 8 and 13 when their train success fell."""
     hc, corpus, committed, by = _relabelled("fresh5")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-bf16-seed24", "bandit-s-fp32-seed36", "larger4x-bf16-seed102", "vanilla-larger4x-bf16-seed207"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "larger16x-bf16-seed103", "larger4x-bf16-seed100", "larger4x-bf16-seed104"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+    assert _onsets(by) == {
         "bandit-s-bf16-seed25": 27, "larger16x-bf16-seed101": 24, "larger16x-bf16-seed105": 22}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh5")
     assert got == {"bandit-s-bf16-seed24": (None, None), "bandit-s-fp32-seed36": (None, None),
@@ -467,12 +477,12 @@ def test_fresh6_corpus_fp32_on_a_cpu_without_avx512():
     the second number", 0.53 < 0.56 "always the first"); 4x seeds 116 and 119 and vanilla StarPO 4x
     seed 114 learned (0.88, 0.98, 0.95 at the end), Bandit seed 115 too (1.00), none warned."""
     hc, corpus, committed, by = _relabelled("fresh6")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-fp32-seed111", "bandit-s-fp32-seed115", "bandit-s-fp32-seed118", "larger16x-fp32-seed117",
         "larger4x-fp32-seed116", "larger4x-fp32-seed119", "vanilla-larger4x-fp32-seed114"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "larger16x-fp32-seed113", "larger4x-fp32-seed112"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"larger16x-fp32-seed120": 20}
+    assert _onsets(by) == {"larger16x-fp32-seed120": 20}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh6")
     assert got == {"bandit-s-fp32-seed111": (9, None), "bandit-s-fp32-seed115": (None, None),
                    "bandit-s-fp32-seed118": (None, None), "larger16x-fp32-seed117": (14, 14),
@@ -495,8 +505,8 @@ def test_fresh7_corpus_with_the_engine_in_the_trainers_process():
     which each run then recovered from: first warning 7 and 6, first collapse 10 and 6, so the
     replay's leads (19, 20) belong to that dip, not to the final fall (called at 28 and 27)."""
     hc, corpus, committed, by = _relabelled("fresh7")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == ["bandit-s-fp32-seed121", "bandit-s-fp32-seed123"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+    assert _named(by, "learns") == ["bandit-s-fp32-seed121", "bandit-s-fp32-seed123"]
+    assert _onsets(by) == {
         "larger16x-fp32-seed122": 26, "larger16x-fp32-seed124": 26}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh7")
     assert got == {"bandit-s-fp32-seed121": (None, None), "bandit-s-fp32-seed123": (None, None),
@@ -526,11 +536,11 @@ def test_fresh8_corpus_held_out_for_the_lone_template_rule():
     reply format (valid arm names from step 13) but not the arm: validation 0.05 -> 0.53 from step 18
     to the end, what a random arm scores (0.50), below "always Dragon" (1.00): a shortcut, unwarned."""
     hc, corpus, committed, by = _relabelled("fresh8")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-fp32-seed125", "bandit-s-fp32-seed126", "bandit-s-fp32-seed130"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "bandit-s-fp32-seed132", "larger4x-fp32-seed127", "vanilla-larger4x-fp32-seed129"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+    assert _onsets(by) == {
         "bandit-s-fp32-seed128": 6, "larger16x-fp32-seed131": 18}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh8")
     assert got == {"bandit-s-fp32-seed125": (None, None), "bandit-s-fp32-seed126": (None, None),
@@ -554,11 +564,11 @@ def test_fresh9_corpus_held_out_for_wiped_out():
     fresh7 seeds 122 and 124, and it is called a collapse again from step 19 (train success .14)
     without a break to the end, 3 steps before the onset."""
     hc, corpus, committed, by = _relabelled("fresh9")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-fp32-seed135", "bandit-s-fp32-seed137", "bandit-s-fp32-seed139", "larger4x-fp32-seed134",
         "larger4x-fp32-seed136"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == ["bandit-s-fp32-seed133"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"larger16x-fp32-seed138": 22}
+    assert _named(by, "shortcut") == ["bandit-s-fp32-seed133"]
+    assert _onsets(by) == {"larger16x-fp32-seed138": 22}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh9")
     assert got == {"bandit-s-fp32-seed135": (None, None), "bandit-s-fp32-seed137": (None, None),
                    "bandit-s-fp32-seed139": (None, None), "larger4x-fp32-seed134": (None, None), "larger4x-fp32-seed136": (None, None),
@@ -585,13 +595,13 @@ def test_gpu2_corpus_bf16_on_an_h200():
     10, with train success 0.00 from step 9: a template collapse, onset 10, warned at 9 and called
     at 11."""
     hc, corpus, committed, by = _relabelled("gpu2")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-seed157", "bandit-s-seed158", "larger4x-seed153", "larger4x-seed156",
         "vanilla-larger-seed151", "vanilla-larger-seed152"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "bandit-s-seed159", "bandit-s-seed160", "bandit-s-seed162", "bandit-s-seed163", "bandit-s-seed164",
         "larger4x-seed154", "larger4x-seed155"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"bandit-s-seed161": 10}
+    assert _onsets(by) == {"bandit-s-seed161": 10}
     got, summary = _first_verdicts(hc, corpus, committed, "gpu2")
     assert got == {"bandit-s-seed157": (None, None), "bandit-s-seed158": (None, None),
                    "larger4x-seed153": (None, None), "larger4x-seed156": (None, None),
@@ -615,11 +625,11 @@ def test_fresh10_corpus_fp32_bandit_after_the_gpu_batch():
     at 7; 171 is called at 17 (no gain, in-group std and I(X;Z)/H(X) down), long before the
     onset its label takes from the replies' last change; 172 is warned at 13 and called at 14."""
     hc, corpus, committed, by = _relabelled("fresh10")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-fp32-seed165", "bandit-s-fp32-seed166", "bandit-s-fp32-seed168", "bandit-s-fp32-seed169"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "bandit-s-fp32-seed170", "bandit-s-fp32-seed173"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {
+    assert _onsets(by) == {
         "bandit-s-fp32-seed167": 7, "bandit-s-fp32-seed171": 29, "bandit-s-fp32-seed172": 12}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh10")
     assert got == {"bandit-s-fp32-seed165": (None, None), "bandit-s-fp32-seed166": (None, None),
@@ -643,11 +653,11 @@ def test_fresh11_corpus_fp32_bandit_and_the_dataset_task():
     in all 8 saved replies at step 30 (0.56, "always the first number" exactly) and 180 the second
     (0.44, "always the second"), both called a collapse (12 and 7) with no reward spread left."""
     hc, corpus, committed, by = _relabelled("fresh11")
-    assert sorted(k for k, lab in by.items() if lab["label"] == "learns") == [
+    assert _named(by, "learns") == [
         "bandit-s-fp32-seed176", "bandit-s-fp32-seed178", "bandit-s-fp32-seed181", "larger4x-fp32-seed175"]
-    assert sorted(k for k, lab in by.items() if lab["label"] == "shortcut") == [
+    assert _named(by, "shortcut") == [
         "bandit-s-fp32-seed179", "larger4x-fp32-seed177", "larger4x-fp32-seed180"]
-    assert {k: lab["onset"] for k, lab in by.items() if lab["label"] == "collapse"} == {"bandit-s-fp32-seed174": 7}
+    assert _onsets(by) == {"bandit-s-fp32-seed174": 7}
     got, summary = _first_verdicts(hc, corpus, committed, "fresh11")
     assert got == {"bandit-s-fp32-seed176": (None, None), "bandit-s-fp32-seed178": (None, None),
                    "bandit-s-fp32-seed181": (None, None), "larger4x-fp32-seed175": (25, None),
