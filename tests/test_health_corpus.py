@@ -666,3 +666,33 @@ def test_fresh11_corpus_fp32_bandit_and_the_dataset_task():
     assert summary["caught"] == summary["collapse_runs"] == 1 and summary["max_onset_delay"] == 1
     assert _verdicts_of(hc, corpus, by, "bandit-s-fp32-seed179", "larger4x-fp32-seed177", "larger4x-fp32-seed180") == [
         (27, None), (9, 12), (7, 7)]
+
+
+def test_fresh12_corpus_bf16_on_a_native_bf16_cpu():
+    """The twenty-fifth session's runs (docs/health.md), listed before they were made, `precision:
+    auto` on a CPU with AVX512-BF16 (so bf16), the detector unchanged. By hand from the committed
+    copies: Bandit seeds 184, 187 and 191 learned (validation 0.05 -> 1.00, 0.95 and 1.00; Dragon
+    in 7, 5 and 8 of the 8 saved replies at step 30, the rest of 187's naming Dragon in a
+    sentence), `larger` 4x seeds 183, 189 and 194 learned (0.03 -> 0.91, 0.98 and 1.00) and so did
+    vanilla StarPO on the dataset task, seeds 190 and 192 (0.03 -> 1.00 and 0.98): none warned.
+    Five Bandit runs settled on the safe arm (Phoenix in all 8 saved replies at step 30; validation
+    never above its 0.05 start): onsets 8, 6, 21, 12 and 15 for seeds 182, 185, 188, 193 and 195,
+    warned at 8, 7, 12, 8 and 12 (joint narrowing) and called at 9, 8, 19, 10 and 16. `larger` 4x
+    seed 186 ends at 0.56, "always the first number" exactly: a shortcut, called a collapse at 11
+    with no reward spread left."""
+    hc, corpus, committed, by = _relabelled("fresh12")
+    assert _named(by, "learns") == [
+        "bandit-s-bf16-seed184", "bandit-s-bf16-seed187", "bandit-s-bf16-seed191", "larger4x-bf16-seed183",
+        "larger4x-bf16-seed189", "larger4x-bf16-seed194", "vanilla-larger-bf16-seed190", "vanilla-larger-bf16-seed192"]
+    assert _named(by, "shortcut") == ["larger4x-bf16-seed186"]
+    assert _onsets(by) == {"bandit-s-bf16-seed182": 8, "bandit-s-bf16-seed185": 6, "bandit-s-bf16-seed188": 21,
+                           "bandit-s-bf16-seed193": 12, "bandit-s-bf16-seed195": 15}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh12")
+    assert {k: v for k, v in got.items() if by[k]["label"] == "learns"} == dict.fromkeys(_named(by, "learns"), (None, None))
+    assert {k: v for k, v in got.items() if by[k]["label"] == "collapse"} == {
+        "bandit-s-bf16-seed182": (8, 9), "bandit-s-bf16-seed185": (7, 8), "bandit-s-bf16-seed188": (12, 19),
+        "bandit-s-bf16-seed193": (8, 10), "bandit-s-bf16-seed195": (12, 16)}
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0
+    assert summary["caught"] == summary["collapse_runs"] == 5 and summary["max_onset_delay"] == 2
+    assert summary["slow_min_lead"] == 0  # seed 182: onset 8, first warned at 8
+    assert _verdicts_of(hc, corpus, by, "larger4x-bf16-seed186") == [(11, 11)]
