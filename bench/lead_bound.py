@@ -1,0 +1,144 @@
+"""How many learning runs must any detector of a broad class warn, to warn every slow collapse 3
+steps ahead? The bound behind target 2 of docs/health.md (collapses with onset >= 8 warned at
+least 3 steps early) against target 1 (at most 2 learning runs warned).
+
+The class: detectors that read, at each step, seven numbers, and warn more the lower each is
+(monotone). Five say how narrowed the run is (`health_corpus.narrowed`: the in-group reward std,
+entropy and distinct bigrams each as a ratio to its recent peak, minus the identical-reply share,
+I(X;Z)/H(X) to its recent peak); two say how it is doing: the smoothed train/success, and its
+recent rise (the highest smoothed value in the last `progress_window` steps minus the highest
+before them). Today's detector's narrowing and progress rules read these: narrowing warns, and
+success at a high level, or rising, keeps it quiet; its grad-norm spike is outside the class
+(`--grad` adds the grad norm's robust z-score as an eighth number). Nothing in the class reads
+the step number (target 5).
+
+If a learning run at some step u is at least as alarming on all seven as a collapse at step t
+(each number <=), a detector of the class that warns the collapse at t warns that learner at u.
+A collapse with onset o must be warned at some t in [first, o - 3], `first` the first step a
+warning may come (its warm-up; tried from 2 to `warmup_steps`); the detector may choose which t.
+So the fewest learning runs any detector of the class warns is
+
+    min over (t_c for each slow collapse c) of | union_c W(c, t_c) |,
+
+W(c, t) the learning runs with a step (from `first` on) that dominates c at t. This is
+computed exactly (a small search). It is a lower bound for the class only: a detector that
+reads other numbers (grad norms, raw levels, the reply text) is not bound by it.
+
+    .venv/bin/python bench/lead_bound.py --corpus bench/health_corpus_fresh8 --corpus ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+import health_corpus as hc  # noqa: E402
+
+LEAD = 3  # target 2: a slow collapse warned at least this many steps before its onset
+SLOW = 8  # target 2: onset at or after this step
+
+
+def family(run: str) -> str:
+    """The spec family of a corpus run name: no corpus prefix, precision or seed."""
+    return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu\d*)-", "", run)))
+
+
+def features(history: list[dict], cfg, grad: bool = False) -> tuple[float, ...]:
+    """The seven numbers after `history` (module doc); lower = more alarming. With `grad`, an
+    eighth: minus the actor grad norm's robust z-score against its last `window` values (what the
+    grad-spike signal reads; 0 before 4 values)."""
+    from ragen_cli.monitor.health import robust_z
+    from ragen_cli.monitor.outcome import score_name
+    from ragen_cli.monitor.verdict import series, smoothed
+
+    name = score_name(history)
+    s = smoothed(series(history, name), cfg.smooth) if name else []
+    level = s[-1] if s else 0.0
+    w = cfg.progress_window
+    rise = (max(s[-w:]) - max(s[:-w])) if len(s) > w else ((max(s[1:]) - s[0]) if len(s) > 1 else 0.0)
+    out = (*hc.narrowed(history), level, rise)
+    if not grad:
+        return out
+    zm = robust_z(series(history, "actor/grad_norm", cfg.window + 1), cfg.window)
+    return (*out, -min(zm[0], 1e9) if zm else 0.0)
+
+
+def dominates(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    """`a` at least as alarming as `b` on every number."""
+    return all(x <= y for x, y in zip(a, b))
+
+
+def fewest_warned(options: list[list[frozenset]]) -> tuple[int, list[frozenset]]:
+    """min over one choice per list of the size of the union of the chosen sets, and a choice that
+    reaches it (depth-first, pruned by the best union found; each list reduced to its minimal sets)."""
+    reduced = [[s for s in opts if not any(o < s for o in opts)] for opts in options]
+    reduced = [sorted(set(r), key=len) for r in reduced]
+    order = sorted(range(len(reduced)), key=lambda i: len(reduced[i]))
+    best: list = [10**9, None]
+
+    def go(k: int, union: frozenset, chosen: list) -> None:
+        if len(union) >= best[0]:
+            return
+        if k == len(order):
+            best[0], best[1] = len(union), list(chosen)
+            return
+        for s in reduced[order[k]]:
+            go(k + 1, union | s, chosen + [s])
+
+    go(0, frozenset(), [])
+    return best[0], best[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, action="append", required=True)
+    ap.add_argument("--same-family", action="store_true",
+                    help="compare each collapse only with learning runs of its own spec family")
+    ap.add_argument("--grad", action="store_true", help="read an eighth number: the grad norm's robust z-score")
+    args = ap.parse_args(argv)
+    from ragen_cli.monitor.replay import thinned, training_history
+    from ragen_cli.spec.health_spec import HealthSpec
+
+    cfg = HealthSpec()
+    labels = [{**lab, "corpus": str(c)} for c in args.corpus for lab in json.loads((c / "labels.json").read_text())]
+
+    def history(lab: dict) -> list[dict]:
+        return thinned(training_history(hc._jsonl(hc.run_dir(lab) / "metrics.jsonl")), hc.default_cadence())
+
+    hist = {lab["run"]: history(lab) for lab in labels if lab["label"] in ("learns", "collapse")}
+    slow = [lab for lab in labels if lab["label"] == "collapse" and lab["onset"] is not None and lab["onset"] >= SLOW]
+    results = []
+    for first in range(hc.BOUND_FROM, cfg.warmup_steps + 1):
+        # a detector whose first warning may come at step `first` (its warm-up): every step of a
+        # learning run from there on is judged too
+        learners = {lab["run"]: [features(hist[lab["run"]][:u], cfg, args.grad) for u in range(first, len(hist[lab["run"]]) + 1)]
+                    for lab in labels if lab["label"] == "learns"}
+        options = []
+        print(f"first warning allowed at step {first}:")
+        for lab in slow:
+            peers = {r: v for r, v in learners.items() if not args.same_family or family(r) == family(lab["run"])}
+            per_step = []
+            for t in range(first, lab["onset"] - LEAD + 1):
+                mine = features(hist[lab["run"]][:t], cfg, args.grad)
+                per_step.append(frozenset(r for r, vs in peers.items() if any(dominates(v, mine) for v in vs)))
+            options.append(per_step)
+            if min(map(len, per_step)) > 0:
+                print(f"  {lab['run']:40s} onset {lab['onset']:>3}  learners as alarming at steps {first}-"
+                      f"{lab['onset'] - LEAD}: {[len(s) for s in per_step]}  (of {len(peers)})")
+        n, choice = fewest_warned(options)
+        warned = sorted(frozenset().union(*choice)) if choice else []
+        print(f"  fewest learning runs warned to lead all {len(slow)} slow collapses by {LEAD}: {n} of {len(learners)}: "
+              f"{', '.join(warned)}", flush=True)
+        results.append(n)
+    print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": min(results),
+                      "by_first_step": dict(zip(range(hc.BOUND_FROM, cfg.warmup_steps + 1), results)),
+                      "same_family": args.same_family, "grad": args.grad}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
