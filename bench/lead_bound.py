@@ -93,6 +93,26 @@ def fewest_warned(options: list[list[frozenset]]) -> tuple[int, list[frozenset]]
     return best[0], best[1]
 
 
+def held_out(learners: dict[str, list[tuple]], collapses: dict[str, list[tuple]]) -> tuple[list[str], list[str]]:
+    """A detector of the class fitted on the other runs, tried on each run in turn. `learners`:
+    each learning run's numbers at every step a warning may come; `collapses`: each slow
+    collapse's at every step a 3-step lead allows. With run r held out, the detector warns a step
+    whose numbers are all at most those of some point of the other collapses that no other
+    learning run reaches (at least as alarming as a known collapse 3 steps before its onset,
+    where no known learner ever was). (The learning runs it warns, the collapses it leads)."""
+    points = [(c, p) for c, ps in collapses.items() for p in ps]
+
+    def hits(vs: list[tuple], own: str) -> set[int]:
+        return {i for i, (c, p) in enumerate(points) if c != own and any(dominates(v, p) for v in vs)}
+
+    by_learner = {r: hits(vs, "") for r, vs in learners.items()}
+    by_collapse = {r: hits(vs, r) for r, vs in collapses.items()}
+    fitted = {r: set().union(*(w for q, w in by_learner.items() if q != r)) for r in [*learners, *collapses]}
+    warned = [r for r, w in by_learner.items() if w - fitted[r]]
+    led = [r for r, w in by_collapse.items() if w - fitted[r]]
+    return warned, led
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, action="append", required=True)
@@ -134,8 +154,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  fewest learning runs warned to lead all {len(slow)} slow collapses by {LEAD}: {n} of {len(learners)}: "
               f"{', '.join(warned)}", flush=True)
         results.append(n)
+    # `learners` is left at first = warmup_steps: the held-out check reads the detector's own warm-up
+    warned, led = held_out(learners, {lab["run"]: [features(hist[lab["run"]][:t], cfg, args.grad)
+                                                  for t in range(cfg.warmup_steps, lab["onset"] - LEAD + 1)]
+                                      for lab in slow})
+    print(f"held out run by run, the region fitted on the other runs (every point of their slow collapses a {LEAD}-step "
+          f"lead allows that none of their learners reaches) warns {len(warned)} of {len(learners)} learning runs "
+          f"({', '.join(warned)}) and leads {len(led)} of {len(slow)} slow collapses by {LEAD}; not led: "
+          f"{', '.join(lab['run'] for lab in slow if lab['run'] not in led)}", flush=True)
     print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": min(results),
                       "by_first_step": dict(zip(range(hc.BOUND_FROM, cfg.warmup_steps + 1), results)),
+                      "held_out_learners_warned": len(warned), "held_out_slow_led": len(led),
                       "same_family": args.same_family, "grad": args.grad}))
     return 0
 

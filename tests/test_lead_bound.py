@@ -37,6 +37,16 @@ def test_fewest_warned_is_the_exact_minimum_not_the_greedy_one():
     assert lb.fewest_warned([])[0] == 0
 
 
+def test_held_out_warns_what_reaches_another_collapse_where_no_other_learner_was():
+    lb = _bound()
+    learners = {"L1": [(0.5, 0.5)], "L2": [(0.9, 0.9)]}
+    collapses = {"C1": [(0.6, 0.6)], "C2": [(0.4, 0.4)], "C3": [(0.3, 0.3)]}
+    # L1 reaches C1's point, which no other learner does: held out, L1 is warned; L2 reaches none.
+    # C3 reaches C2's point, which no learner reaches: led. C2 reaches only C1's point, which L1
+    # reaches (not in the region fitted without C2); C1 reaches no other collapse's point.
+    assert lb.held_out(learners, collapses) == (["L1"], ["C3"])
+
+
 def _history(corpus: str, run: str):
     lb = _bound()
     from ragen_cli.monitor.replay import thinned, training_history
@@ -74,8 +84,11 @@ def test_targets_1_and_2_exclude_each_other_on_the_held_out_corpora(capsys):
     got = json.loads(out.splitlines()[-1])
     assert got["slow_collapses"] == 28 and got["learning_runs"] == 86
     assert got["fewest_learners_warned"] == 3 and set(got["by_first_step"].values()) == {3}
+    assert (got["held_out_learners_warned"], got["held_out_slow_led"]) == (5, 20)
     assert ("fewest learning runs warned to lead all 28 slow collapses by 3: 3 of 86: fresh3-bandit-s-bf16-seed19, "
             "fresh6-bandit-s-fp32-seed111, fresh6-bandit-s-fp32-seed118") in out
     # The grad norm's z-score, read too, separates seed 182 at step 5 in hindsight (docs/health.md: on noise)
     assert lb.main([*args, "--grad"]) == 0
-    assert json.loads(capsys.readouterr().out.splitlines()[-1])["fewest_learners_warned"] == 0
+    got = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert got["fewest_learners_warned"] == 0
+    assert (got["held_out_learners_warned"], got["held_out_slow_led"]) == (6, 15)  # and held out, worse
