@@ -255,16 +255,16 @@ def warned_by(*warned_at: list, first: int, last: int) -> list[tuple[int, tuple[
 NARROWING_MEASURES = ("reward/task_in_group_std", "actor/entropy", "diversity/distinct_2")
 
 
-def narrowed(history: list[dict]) -> list[float]:
+def narrowed(history: list[dict], cfg=None) -> list[float]:
     """How narrowed a run is after `history`, as five numbers, lower = more narrowed: the ratios
     to their recent peaks the detector reads (`NARROWING_MEASURES`, monitor/health.py
     `drop_ratio`, 1 without one), minus the smoothed identical-reply share, and I(X;Z)/H(X) to its
-    recent peak (1 without one), all at the HealthSpec defaults."""
+    recent peak (1 without one), all at `cfg`'s smoothing and window (default: the HealthSpec defaults)."""
     from ragen_cli.monitor.health import drop_ratio
     from ragen_cli.monitor.verdict import series, smoothed
     from ragen_cli.spec.health_spec import HealthSpec
 
-    cfg = HealthSpec()
+    cfg = cfg or HealthSpec()
     out = []
     for name in (*NARROWING_MEASURES, "collapse/mi_norm"):
         xs = series(history, name, cfg.window + cfg.smooth)

@@ -60,7 +60,7 @@ def features(history: list[dict], cfg, grad: bool = False) -> tuple[float, ...]:
     level = s[-1] if s else 0.0
     w = cfg.progress_window
     rise = (max(s[-w:]) - max(s[:-w])) if len(s) > w else ((max(s[1:]) - s[0]) if len(s) > 1 else 0.0)
-    out = (*hc.narrowed(history), level, rise)
+    out = (*hc.narrowed(history, cfg), level, rise)
     if not grad:
         return out
     zm = robust_z(series(history, "actor/grad_norm", cfg.window + 1), cfg.window)
@@ -119,11 +119,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--same-family", action="store_true",
                     help="compare each collapse only with learning runs of its own spec family")
     ap.add_argument("--grad", action="store_true", help="read an eighth number: the grad norm's robust z-score")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a HealthSpec field the numbers are read with (smooth, window, progress_window, warmup_steps)")
     args = ap.parse_args(argv)
     from ragen_cli.monitor.replay import thinned, training_history
     from ragen_cli.spec.health_spec import HealthSpec
 
-    cfg = HealthSpec()
+    cfg = HealthSpec(**{k: v for k, v in (kv.split("=", 1) for kv in args.set)})
     labels = [{**lab, "corpus": str(c)} for c in args.corpus for lab in json.loads((c / "labels.json").read_text())]
 
     def history(lab: dict) -> list[dict]:
@@ -146,9 +148,14 @@ def main(argv: list[str] | None = None) -> int:
                 mine = features(hist[lab["run"]][:t], cfg, args.grad)
                 per_step.append(frozenset(r for r, vs in peers.items() if any(dominates(v, mine) for v in vs)))
             options.append(per_step)
-            if min(map(len, per_step)) > 0:
+            if not per_step:
+                print(f"  {lab['run']:40s} onset {lab['onset']:>3}  cannot be warned {LEAD} steps ahead: no warning before step {first}")
+            elif min(map(len, per_step)) > 0:
                 print(f"  {lab['run']:40s} onset {lab['onset']:>3}  learners as alarming at steps {first}-"
                       f"{lab['onset'] - LEAD}: {[len(s) for s in per_step]}  (of {len(peers)})")
+        if not all(options):
+            results.append(None)  # no detector with this warm-up leads every slow collapse
+            continue
         n, choice = fewest_warned(options)
         warned = sorted(frozenset().union(*choice)) if choice else []
         print(f"  fewest learning runs warned to lead all {len(slow)} slow collapses by {LEAD}: {n} of {len(learners)}: "
@@ -162,10 +169,10 @@ def main(argv: list[str] | None = None) -> int:
           f"lead allows that none of their learners reaches) warns {len(warned)} of {len(learners)} learning runs "
           f"({', '.join(warned)}) and leads {len(led)} of {len(slow)} slow collapses by {LEAD}; not led: "
           f"{', '.join(lab['run'] for lab in slow if lab['run'] not in led)}", flush=True)
-    print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": min(results),
+    print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": min((n for n in results if n is not None), default=None),
                       "by_first_step": dict(zip(range(hc.BOUND_FROM, cfg.warmup_steps + 1), results)),
                       "held_out_learners_warned": len(warned), "held_out_slow_led": len(led),
-                      "same_family": args.same_family, "grad": args.grad}))
+                      "same_family": args.same_family, "grad": args.grad, "set": args.set}))
     return 0
 
 
