@@ -275,19 +275,22 @@ def narrowed(history: list[dict], cfg=None) -> list[float]:
     return out
 
 
+def family(run: str) -> str:
+    """A corpus run's spec family: its name without the corpus prefix, precision and seed
+    ("gpu2-larger4x-seed153" -> "larger4x"; until 2026-11-28 a gpu2 run kept its prefix here)."""
+    import re
+
+    return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu\d*)-", "", run)))
+
+
 def twins(labels: list[dict], lead: int = 3) -> None:
     """For each collapse with onset >= warmup_steps + `lead`, at each step from warmup_steps to
     onset - `lead` (where a warning `lead` steps early must come), how many learning runs of its
     spec family (the run name without corpus prefix, precision and seed) are at least as narrowed
     on all five `narrowed` numbers at that step. A detector that only reads those five and warns
     more the more narrowed a run is would have to warn each such twin along with the collapse."""
-    import re
-
     from ragen_cli.monitor.replay import thinned, training_history
     from ragen_cli.spec.health_spec import HealthSpec
-
-    def family(run: str) -> str:
-        return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu)-", "", run)))
 
     def history(lab: dict) -> list[dict]:
         """What the detector reads at a user's cadence, as the replay gives it (`run_verdicts`)."""

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -40,11 +39,6 @@ import health_corpus as hc  # noqa: E402
 
 LEAD = 3  # target 2: a slow collapse warned at least this many steps before its onset
 SLOW = 8  # target 2: onset at or after this step
-
-
-def family(run: str) -> str:
-    """The spec family of a corpus run name: no corpus prefix, precision or seed."""
-    return re.sub(r"-(fp32|bf16)", "", re.sub(r"-seed\d+$", "", re.sub(r"^(fresh\d*|gpu\d*)-", "", run)))
 
 
 def features(history: list[dict], cfg, grad: bool = False) -> tuple[float, ...]:
@@ -134,22 +128,25 @@ def main(argv: list[str] | None = None) -> int:
     hist = {lab["run"]: history(lab) for lab in labels if lab["label"] in ("learns", "collapse")}
     slow = [lab for lab in labels if lab["label"] == "collapse" and lab["onset"] is not None and lab["onset"] >= SLOW]
     results = []
-    for first in range(hc.BOUND_FROM, cfg.warmup_steps + 1):
+    firsts = range(hc.BOUND_FROM, max(cfg.warmup_steps, hc.BOUND_FROM) + 1)
+    for first in firsts:
         # a detector whose first warning may come at step `first` (its warm-up): every step of a
         # learning run from there on is judged too
-        learners = {lab["run"]: [features(hist[lab["run"]][:u], cfg, args.grad) for u in range(first, len(hist[lab["run"]]) + 1)]
+        learners = {lab["run"]: [features(hist[lab["run"]][:u], cfg, args.grad)
+                                 for u in range(first, len(hist[lab["run"]]) + 1)]
                     for lab in labels if lab["label"] == "learns"}
         options = []
         print(f"first warning allowed at step {first}:")
         for lab in slow:
-            peers = {r: v for r, v in learners.items() if not args.same_family or family(r) == family(lab["run"])}
+            peers = {r: v for r, v in learners.items() if not args.same_family or hc.family(r) == hc.family(lab["run"])}
             per_step = []
             for t in range(first, lab["onset"] - LEAD + 1):
                 mine = features(hist[lab["run"]][:t], cfg, args.grad)
                 per_step.append(frozenset(r for r, vs in peers.items() if any(dominates(v, mine) for v in vs)))
             options.append(per_step)
             if not per_step:
-                print(f"  {lab['run']:40s} onset {lab['onset']:>3}  cannot be warned {LEAD} steps ahead: no warning before step {first}")
+                print(f"  {lab['run']:40s} onset {lab['onset']:>3}  cannot be warned {LEAD} steps ahead: "
+                      f"no warning before step {first}")
             elif min(map(len, per_step)) > 0:
                 print(f"  {lab['run']:40s} onset {lab['onset']:>3}  learners as alarming at steps {first}-"
                       f"{lab['onset'] - LEAD}: {[len(s) for s in per_step]}  (of {len(peers)})")
@@ -169,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
           f"lead allows that none of their learners reaches) warns {len(warned)} of {len(learners)} learning runs "
           f"({', '.join(warned)}) and leads {len(led)} of {len(slow)} slow collapses by {LEAD}; not led: "
           f"{', '.join(lab['run'] for lab in slow if lab['run'] not in led)}", flush=True)
-    print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": min((n for n in results if n is not None), default=None),
-                      "by_first_step": dict(zip(range(hc.BOUND_FROM, cfg.warmup_steps + 1), results)),
+    fewest = min((n for n in results if n is not None), default=None)
+    print(json.dumps({"slow_collapses": len(slow), "learning_runs": len(learners), "fewest_learners_warned": fewest,
+                      "by_first_step": dict(zip(firsts, results)),
                       "held_out_learners_warned": len(warned), "held_out_slow_led": len(led),
                       "same_family": args.same_family, "grad": args.grad, "set": args.set}))
     return 0

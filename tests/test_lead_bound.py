@@ -20,6 +20,12 @@ def _bound():
     return mod
 
 
+def test_family_drops_corpus_prefix_precision_and_seed():
+    lb = _bound()
+    assert lb.hc.family("gpu2-larger4x-seed153") == "larger4x"  # the prefix with a digit too
+    assert lb.hc.family("fresh12-bandit-s-bf16-seed182") == lb.hc.family("fresh6-bandit-s-fp32-seed118") == "bandit-s"
+
+
 def test_dominance_is_every_number_at_most():
     lb = _bound()
     assert lb.dominates((0.5, 0.1), (0.5, 0.2))
@@ -61,8 +67,8 @@ def test_the_onset_8_collapse_looks_healthier_at_step_5_than_a_learner_there():
     train/success 0.047, 0.0234, 0.0156 at steps 3-5, smoothed 0.0287; the in-group std's smoothed
     value (0.037 + 0.043 + 0.046) / 3 = 0.042 is above every earlier one (ratio > 1); the entropy's,
     (3.648 + 3.821 + 3.934) / 3 = 3.801, is 97% of its peak, step 2's (3.818 + 4.005) / 2 = 3.911 (a
-    trailing mean of the values there are). So it has not narrowed. fresh6 fp32 seed 118, a learner, is at least as narrowed and no better off on
-    all seven numbers at its own step 5."""
+    trailing mean of the values there are). So it has not narrowed. fresh6 fp32 seed 118, a
+    learner, is at least as narrowed and no better off on all seven numbers at its own step 5."""
     lb = _bound()
     from ragen_cli.spec.health_spec import HealthSpec
 
