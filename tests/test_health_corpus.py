@@ -696,3 +696,29 @@ def test_fresh12_corpus_bf16_on_a_native_bf16_cpu():
     assert summary["caught"] == summary["collapse_runs"] == 5 and summary["max_onset_delay"] == 2
     assert summary["slow_min_lead"] == 0  # seed 182: onset 8, first warned at 8
     assert _verdicts_of(hc, corpus, by, "larger4x-bf16-seed186") == [(11, 11)]
+
+
+def test_fresh13_corpus_bf16_on_a_native_bf16_cpu_after_the_lead_bound():
+    """The twenty-sixth session's runs (docs/health.md), listed before they were made, bf16 on a
+    CPU with AVX512-BF16, the detector unchanged. By hand from the committed copies: Bandit seeds
+    202 and 205 learned (validation 0.05 -> 1.00; Dragon in 7 and 8 of the 8 saved replies at step
+    30), `larger` 4x seed 197 (0.03 -> 0.95) and vanilla StarPO on the dataset task, seed 204
+    (0.03 -> 0.97): none warned. Bandit seed 206 settled on the safe arm (Phoenix in all 8 saved
+    replies at every step from 11, 6 at step 10; validation never above its 0.05 start): onset 11, warned at 8 (template
+    and joint narrowing), called at 9, a lead of 3. Five Bandit runs stopped short of the fixed
+    move's 1.00 (0.91, 0.53, 0.52 after 0.81, 0.84, 0.53: shortcuts by the rule) and three `larger`
+    4x runs end at 0.56, "always the first number" exactly, called a collapse at 9-12 with no
+    reward spread left."""
+    hc, corpus, committed, by = _relabelled("fresh13")
+    assert _named(by, "learns") == ["bandit-s-bf16-seed202", "bandit-s-bf16-seed205", "larger4x-bf16-seed197",
+                                    "vanilla-larger-bf16-seed204"]
+    assert _named(by, "shortcut") == [
+        "bandit-s-bf16-seed196", "bandit-s-bf16-seed198", "bandit-s-bf16-seed199", "bandit-s-bf16-seed201",
+        "bandit-s-bf16-seed208", "larger4x-bf16-seed200", "larger4x-bf16-seed203", "larger4x-bf16-seed207"]
+    assert _onsets(by) == {"bandit-s-bf16-seed206": 11}
+    got, summary = _first_verdicts(hc, corpus, committed, "fresh13")
+    assert {k: v for k, v in got.items() if by[k]["label"] == "learns"} == dict.fromkeys(_named(by, "learns"), (None, None))
+    assert got["bandit-s-bf16-seed206"] == (8, 9)
+    assert summary["false_collapse"] == 0 and summary["learners_warned"] == 0 and summary["slow_min_lead"] == 3
+    assert _verdicts_of(hc, corpus, by, "larger4x-bf16-seed200", "larger4x-bf16-seed203", "larger4x-bf16-seed207",
+                        "bandit-s-bf16-seed199", "bandit-s-bf16-seed208") == [(9, 9), (12, 12), (10, 10), (27, None), (25, None)]
