@@ -125,24 +125,31 @@ def main(argv: list[str] | None = None) -> int:
     def history(lab: dict) -> list[dict]:
         return thinned(training_history(hc._jsonl(hc.run_dir(lab) / "metrics.jsonl")), hc.default_cadence())
 
-    hist = {lab["run"]: history(lab) for lab in labels if lab["label"] in ("learns", "collapse")}
     slow = [lab for lab in labels if lab["label"] == "collapse" and lab["onset"] is not None and lab["onset"] >= SLOW]
+    learning = [lab for lab in labels if lab["label"] == "learns"]
+    # every run's numbers at every step a warning may come, read once: {run: {step: numbers}}
+    last = {lab["run"]: lab["onset"] - LEAD for lab in slow}
+    numbers = {}
+    for lab in [*learning, *slow]:
+        h = history(lab)
+        numbers[lab["run"]] = {u: features(h[:u], cfg, args.grad)
+                               for u in range(hc.BOUND_FROM, last.get(lab["run"], len(h)) + 1)}
+
+    def steps(run: str, first: int) -> list[tuple]:
+        return [v for u, v in numbers[run].items() if u >= first]
+
     results = []
     firsts = range(hc.BOUND_FROM, max(cfg.warmup_steps, hc.BOUND_FROM) + 1)
     for first in firsts:
         # a detector whose first warning may come at step `first` (its warm-up): every step of a
         # learning run from there on is judged too
-        learners = {lab["run"]: [features(hist[lab["run"]][:u], cfg, args.grad)
-                                 for u in range(first, len(hist[lab["run"]]) + 1)]
-                    for lab in labels if lab["label"] == "learns"}
+        learners = {lab["run"]: steps(lab["run"], first) for lab in learning}
         options = []
         print(f"first warning allowed at step {first}:")
         for lab in slow:
             peers = {r: v for r, v in learners.items() if not args.same_family or hc.family(r) == hc.family(lab["run"])}
-            per_step = []
-            for t in range(first, lab["onset"] - LEAD + 1):
-                mine = features(hist[lab["run"]][:t], cfg, args.grad)
-                per_step.append(frozenset(r for r, vs in peers.items() if any(dominates(v, mine) for v in vs)))
+            per_step = [frozenset(r for r, vs in peers.items() if any(dominates(v, mine) for v in vs))
+                        for mine in steps(lab["run"], first)]
             options.append(per_step)
             if not per_step:
                 print(f"  {lab['run']:40s} onset {lab['onset']:>3}  cannot be warned {LEAD} steps ahead: "
@@ -158,10 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  fewest learning runs warned to lead all {len(slow)} slow collapses by {LEAD}: {n} of {len(learners)}: "
               f"{', '.join(warned)}", flush=True)
         results.append(n)
-    # `learners` is left at first = warmup_steps: the held-out check reads the detector's own warm-up
-    warned, led = held_out(learners, {lab["run"]: [features(hist[lab["run"]][:t], cfg, args.grad)
-                                                  for t in range(cfg.warmup_steps, lab["onset"] - LEAD + 1)]
-                                      for lab in slow})
+    # the held-out check reads the detector's own warm-up
+    learners = {lab["run"]: steps(lab["run"], cfg.warmup_steps) for lab in learning}
+    warned, led = held_out(learners, {lab["run"]: steps(lab["run"], cfg.warmup_steps) for lab in slow})
     print(f"held out run by run, the region fitted on the other runs (every point of their slow collapses a {LEAD}-step "
           f"lead allows that none of their learners reaches) warns {len(warned)} of {len(learners)} learning runs "
           f"({', '.join(warned)}) and leads {len(led)} of {len(slow)} slow collapses by {LEAD}; not led: "
