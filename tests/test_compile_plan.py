@@ -65,7 +65,9 @@ def test_cpu_single_process_deepspeed_json(cpu_plan: Plan):
 
 def test_cpu_single_process_vllm_env_launch(cpu_plan: Plan):
     assert cpu_plan.vllm == {
-        "model": "{model_dir}", "tokenizer": "{model_dir}", "dtype": "bfloat16", "max_model_len": 1024,
+        # a bf16 trainer whose LoRA is merged into the engine's weights: the engine runs fp32
+        # (launch.engine_dtype; in bf16 the merge rounds the update away)
+        "model": "{model_dir}", "tokenizer": "{model_dir}", "dtype": "float32", "max_model_len": 1024,
         "enforce_eager": True, "enable_prefix_caching": True, "max_num_seqs": 64, "seed": 42, "block_size": 32,
         # whole-prompt prefill (seeded requests on CPU), and the weight-sync extension
         "enable_chunked_prefill": False, "max_num_batched_tokens": 8192,

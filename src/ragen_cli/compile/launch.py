@@ -129,10 +129,37 @@ def engine_kwargs(*, dtype: str, max_model_len: int, seed: int, device: str, max
     return args
 
 
+def engine_dtype(precision: str, lora_sync: str | None, backend: str) -> tuple[str, str]:
+    """(dtype, why) of the rollout engine for a trainer in `precision`.
+
+    The engine must serve the policy the trainer holds (ARCHITECTURE.md, "Precision follows the
+    hardware, and never costs on-policy sampling"). A merged LoRA sync folds W + (alpha/r) B A into
+    one tensor; in bf16 every element of the update below half a bf16 step of its weight (2^-9
+    relative) rounds back to W, and an RL update is mostly that small (rms ~4e-5 on weights of
+    0.02-0.05), so a bf16 engine would serve a policy that lags the trained one. The merged
+    weights are therefore served in fp32: W (exact in fp32) plus the fp32 product of the
+    trainer's own A and B, which keeps the update to ~1e-7 of itself (`sync/update_kept`). The
+    adapter sync hands the engine the trainer's A and B as they are, and full weights are the
+    trainer's tensors, so both serve in the trainer's precision; the HF backend samples with the
+    trainer's own module."""
+    trained = PRECISION_DTYPES[precision]
+    if backend == "hf":
+        return trained, "the HF backend samples with the trainer's own module"
+    if lora_sync == "merged" and precision != "fp32":
+        return "float32", (f"a merged LoRA sync in {precision} would round most of each update away: "
+                           "the engine holds the merge in fp32")
+    if lora_sync == "adapter":
+        return trained, "the engine runs the trainer's own adapter tensors"
+    return trained, "the engine receives the trainer's own tensors"
+
+
 def vllm_args(spec: RunSpec, device: str) -> dict[str, object]:
-    """Keyword arguments of `vllm.LLM(...)` for the run's rollout engine (precision resolved)."""
-    adapter = lora_sync_mode(spec, device) == "adapter"
-    return engine_kwargs(dtype=PRECISION_DTYPES[spec.deepspeed.precision], max_model_len=spec.model.max_context,
+    """Keyword arguments of `vllm.LLM(...)` for the run's rollout engine (precision resolved;
+    its dtype by `engine_dtype`)."""
+    sync = lora_sync_mode(spec, device)
+    adapter = sync == "adapter"
+    dtype, _ = engine_dtype(spec.deepspeed.precision, sync, spec.rollout.backend)
+    return engine_kwargs(dtype=dtype, max_model_len=spec.model.max_context,
                          seed=spec.train.seed, device=device,
                          max_num_seqs=spec.env.train.groups * spec.env.train.group_size,
                          lora_rank=spec.model.lora.rank if adapter else None, sleep=vllm_sleeps(spec, device),

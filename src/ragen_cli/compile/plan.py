@@ -14,7 +14,7 @@ from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.template import TemplateCheck, template_check
-from ragen_cli.compile.launch import (Launch, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
+from ragen_cli.compile.launch import (Launch, engine_dtype, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
                                       vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import PRECISION_DTYPES, resolve_precision, with_precision
@@ -112,7 +112,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         turn_rows=spec.rollout.update_context == "window" or template.stable is False,
         template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
-                            spec.rollout.backend),
+                            spec.rollout.backend, lora_sync_mode(spec, device)),
     )
 
 
@@ -120,13 +120,15 @@ RANK_DEVICE = "cuda:{local_rank}"
 """A rank's GPU: DeepSpeed puts each rank's engines on cuda:LOCAL_RANK (`placement_device`)."""
 
 
-def placement(device: str, precision: str, critic: bool, reference: bool, lora: bool, backend: str) -> dict[str, dict[str, str]]:
+def placement(device: str, precision: str, critic: bool, reference: bool, lora: bool, backend: str,
+              lora_sync: str | None = None) -> dict[str, dict[str, str]]:
     """Where each engine of a rank lives and in what dtype: the one rule the runtime obeys
     (docs/internals.md, "Where tensors live"). On CUDA every engine of a rank shares that rank's
     GPU: the actor and critic (DeepSpeed moves them there and casts them to the run's precision),
     the KL reference (a frozen copy moved beside the actor, in its dtype; with LoRA the actor
     itself with the adapter off) and the rollout engine (vLLM on the rank's GPU through its
-    external launcher with several ranks; HF generate samples with the actor's own module)."""
+    external launcher with several ranks; HF generate samples with the actor's own module), in
+    the dtype `launch.engine_dtype` gives it (fp32 for merged LoRA weights of a bf16 trainer)."""
     dev = RANK_DEVICE if device == "cuda" else "cpu"
     dtype = PRECISION_DTYPES[precision]
     out = {"actor": {"device": dev, "dtype": dtype}}
@@ -134,7 +136,8 @@ def placement(device: str, precision: str, critic: bool, reference: bool, lora: 
         out["critic"] = {"device": dev, "dtype": dtype}
     if reference:
         out["reference"] = {"device": dev, "dtype": dtype, "module": "actor, adapter off" if lora else "frozen copy"}
-    out["rollout"] = {"device": dev, "dtype": dtype, "module": "actor" if backend == "hf" else "engine"}
+    engine, why = engine_dtype(precision, lora_sync, backend)
+    out["rollout"] = {"device": dev, "dtype": engine, "module": "actor" if backend == "hf" else "engine", "why": why}
     return out
 
 

@@ -119,6 +119,8 @@ _TABLE: list[tuple[str, str, str]] = [
     ("sync/parity_noise", "nats", "The same gap before the update, when both hold the same weights: the kernels' own disagreement at this precision."),
     ("sync/parity_noise_after", "nats", "The noise expected after the update: sync/parity_noise scaled by how much less sure the new weights are of the probe's tokens, rms(1 - p) new over old, and never below the largest sync/parity_noise of the last 5 steps (rollout/parity.py); the size check allows parity_noise_factor times it."),
     ("sync/parity_moved", "nats", "Root-mean-square change of the probe tokens' log-probs made by the update (trainer, before vs after)."),
+    ("sync/update_kept", "fraction", "Share of the trainer's effective weight change since the last sync that the engine's weights carry, measured on the weights of every adapted layer: <engine change, trainer change> / |trainer change|^2 (train/sync.py); 1.0 = all of it. Absent when the weights did not move or the HF backend samples with the trainer's module."),
+    ("sync/update_error", "fraction", "|engine change - trainer change| / |trainer change| over the same weights: 0.0 = exact; a bf16 merge of a small LoRA update gives about 1."),
     ("sync/parity_lag", "fraction", "How far back toward the weights from before the update the engine's log-probs lie after a sync: about 0 when it serves the new weights, 1 when it serves the old ones (rollout/parity.py); absent when the update moved nothing."),
 ]
 

@@ -96,7 +96,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
     stages.engine_wake(run)
-    metrics["timing/sync_s"] = stages.push_weights(run, f"step-{step}")
+    metrics.update(stages.push_weights(run, f"step-{step}"))  # and how much of the update reached it
     t_parity = time.perf_counter()
     metrics.update(stages.parity_probe(run, batch, parity))
     metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity

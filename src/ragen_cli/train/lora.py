@@ -45,17 +45,18 @@ def save_adapter(peft_model, out_dir: str | Path) -> Path:
 
 def merged_state_dict(peft_model) -> dict:
     """The base model's state dict under its own (Hugging Face) names with the active adapter
-    folded in, W + (alpha / r) B A per adapted layer (peft's `get_delta_weight`). Computed on
-    the side: the module is not merged and unmerged, so the trained weights never pick up that
+    folded in, W + (alpha / r) B A per adapted layer, summed in fp32 and returned in fp32
+    (`train.sync.merged_weight`; in bf16 the sum would round most of an RL update away, and
+    `compile.launch.engine_dtype` serves these weights in fp32 for that reason). Computed on the
+    side: the module is not merged and unmerged, so the trained weights never pick up that
     round-off. Adapter tensors themselves are left out."""
     import torch
-    from peft.tuners.lora import LoraLayer
 
-    adapter = peft_model.active_adapter
-    prefix = "base_model.model."
+    from ragen_cli.train.sync import MODEL_PREFIX, lora_layers, merged_weight
+
+    prefix = MODEL_PREFIX
     with torch.no_grad():
-        deltas = {name: mod.get_delta_weight(adapter) for name, mod in peft_model.named_modules()
-                  if isinstance(mod, LoraLayer) and adapter in mod.lora_A}
+        layers = lora_layers(peft_model)
         out = {}
         for key, value in peft_model.state_dict().items():
             if ".lora_" in key:
@@ -63,8 +64,8 @@ def merged_state_dict(peft_model) -> dict:
             owner, _, leaf = key.rpartition(".")
             if owner.endswith(".base_layer"):
                 layer = owner[: -len(".base_layer")]
-                if leaf == "weight" and layer in deltas:
-                    value = value + deltas[layer].to(value.dtype)
+                if leaf == "weight" and layer in layers:
+                    value = merged_weight(layers[layer], torch.float32)
                 key = f"{layer}.{leaf}"
             out[key.removeprefix(prefix)] = value.detach()
     return out

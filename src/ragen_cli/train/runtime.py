@@ -50,6 +50,7 @@ class Run:
     world: int
     state: RunState
     scratch: Path
+    ledger: Any = None  # train.sync.SyncLedger: the weights as of the last sync
     tracker: HealthTracker = field(default_factory=HealthTracker)
     sinks: list = field(default_factory=list)  # TensorBoard / W&B (train/sinks.py); rank 0 only
 
@@ -94,6 +95,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.backend import make_backend
     from ragen_cli.train.engine import build_engines, init_distributed
+    from ragen_cli.train.sync import SyncLedger
 
     rank, world = init_distributed(plan.env)
     rundir = RunDir(run_dir)
@@ -111,6 +113,8 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     plan = rows_for_template(spec, plan, tokenizer)
     run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
+    run.ledger = SyncLedger(plan.lora_sync, plan.placement["rollout"]["dtype"])
+    run.ledger.start(policy)  # the engine starts on the weights the trainer starts with
     if resume:
         _restore(run)
     if rank == 0:

@@ -1,0 +1,160 @@
+"""What reaches the rollout engine at a weight sync, measured on the weights themselves.
+
+The parity probe (rollout/parity.py) asks whether the engine's log-probs moved with the
+trainer's; in bf16 an update's log-prob move is about the size of the kernels' noise, so it
+cannot tell a kept update from a lost one. This module compares weights, exactly: at each sync,
+the trainer's effective weight change since the last sync (what its forward computes with:
+W + (alpha/r) B A with the adapter tensors it holds) against the change of the weights the
+engine now serves, summed over every adapted layer:
+
+    kept  = <engine change, trainer change> / |trainer change|^2     (1.0: all of it)
+    error = |engine change - trainer change| / |trainer change|       (0.0: exact)
+
+(`sync/update_kept`, `sync/update_error`; docs/metrics.md). A bf16 merge rounds every element
+of an update below half a bf16 step of its weight back to the weight: kept ~0.5 and error ~1
+on SmolLM2-135M's first updates (docs/experiments/bf16-sync.md), which is why
+`compile.launch.engine_dtype` serves merged weights in fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+@dataclass(frozen=True)
+class Factors:
+    """One LoRA-adapted linear layer: its base weight W (out x in, or in x out with
+    `transpose`: GPT-2's Conv1D), the adapter's A (r x in) and B (out x r), and alpha / r."""
+
+    base: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    scale: float
+    transpose: bool = False
+
+
+def lora_delta(f: Factors, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """(alpha / r) B A in `dtype` (from A and B as stored, upcast first: the product is not
+    rounded to the adapter's own dtype), laid out like the base weight. In fp32 its relative
+    error (~1e-7) is far below any share of an update the metrics resolve."""
+    d = (f.b.to(dtype) @ f.a.to(dtype)) * f.scale
+    return d.T if f.transpose else d
+
+
+def merged_weight(f: Factors, dtype: torch.dtype) -> torch.Tensor:
+    """W + (alpha / r) B A, summed in fp32 and returned in `dtype` (the engine's): the weight a
+    merged sync hands the engine. In fp32 the sum keeps the update to ~1e-7 of a weight; cast
+    to bf16 it keeps only the parts of the update above half a bf16 step of W."""
+    return (f.base.float() + lora_delta(f)).to(dtype)
+
+
+def lora_layers(peft_model) -> dict[str, Factors]:
+    """Every layer of `peft_model` with the active adapter, by module name (the trainer's own
+    tensors, not copies)."""
+    from peft.tuners.lora import LoraLayer
+
+    adapter = peft_model.active_adapter
+    out = {}
+    for name, mod in peft_model.named_modules():
+        if isinstance(mod, LoraLayer) and adapter in mod.lora_A:
+            out[name] = Factors(mod.get_base_layer().weight, mod.lora_A[adapter].weight, mod.lora_B[adapter].weight,
+                                float(mod.scaling[adapter]), bool(getattr(mod, "fan_in_fan_out", False)))
+    return out
+
+
+@dataclass
+class Fidelity:
+    """Running sums over layers of <e, t>, <t, t> and |e - t|^2 (e: engine change, t: trainer
+    change). Each layer's sums are taken in fp32 and added up in Python floats (fp64)."""
+
+    dot: float = 0.0
+    norm2: float = 0.0
+    err2: float = 0.0
+
+    def add(self, engine_change: torch.Tensor, trainer_change: torch.Tensor) -> None:
+        e, t = engine_change.reshape(-1).float(), trainer_change.reshape(-1).float()
+        diff = e - t
+        self.dot += float(torch.dot(e, t))
+        self.norm2 += float(torch.dot(t, t))
+        self.err2 += float(torch.dot(diff, diff))
+
+    def metrics(self) -> dict[str, float]:
+        """`sync/update_kept` and `sync/update_error`; nothing when the trainer's weights did not
+        move (there is no update to keep)."""
+        if self.norm2 == 0.0:
+            return {}
+        return {"sync/update_kept": self.dot / self.norm2, "sync/update_error": (self.err2 / self.norm2) ** 0.5}
+
+
+def _snapshot(layers: dict[str, Factors]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    return {name: (f.a.detach().clone(), f.b.detach().clone()) for name, f in layers.items()}
+
+
+def _with(f: Factors, ab: tuple[torch.Tensor, torch.Tensor]) -> Factors:
+    return Factors(f.base, ab[0], ab[1], f.scale, f.transpose)
+
+
+class SyncLedger:
+    """The adapter as the trainer held it at the last sync, and as the engine received it, so
+    that the next sync's fidelity can be measured. `mode`: the Plan's `lora_sync` ("merged",
+    "adapter") or None for full weights; `engine_dtype`: the engine's (Plan placement)."""
+
+    def __init__(self, mode: str | None, engine_dtype: str):
+        self.mode, self.dtype = mode, getattr(torch, engine_dtype)
+        self.trainer: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.engine: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
+
+    def start(self, module) -> None:
+        """The engine serves the trainer's current weights (a fresh run: both hold the base
+        model, B = 0; a resume or rollback: the sync that followed it)."""
+        if self.mode is not None:
+            self.trainer = _snapshot(lora_layers(module))
+            self.engine = dict(self.trainer)
+
+    def record(self, module, pushed: dict | None = None, adapter_dir: Path | None = None) -> dict[str, float]:
+        """After a sync: the fidelity of the engine's change to the trainer's since the last one.
+        `pushed`: what a merged sync handed the engine (`lora.merged_state_dict`; None: merged
+        here again); `adapter_dir`: what an adapter sync wrote (the engine's A and B are read
+        back from it)."""
+        if self.mode is None:
+            # full weights: the engine receives the trainer's own tensors in the trainer's dtype
+            # (`engine_dtype`), so its change is the trainer's, element for element
+            dtypes = {p.dtype for p in module.parameters()}
+            return {"sync/update_kept": 1.0, "sync/update_error": 0.0} if dtypes == {self.dtype} else {}
+        layers = lora_layers(module)
+        if self.trainer is None:
+            self.start(module)
+            return {}
+        now = _snapshot(layers)
+        served = _read_adapter(adapter_dir, layers) if self.mode == "adapter" else now
+        fid = Fidelity()
+        with torch.no_grad():
+            for name, f in layers.items():
+                trainer_change = lora_delta(f) - lora_delta(_with(f, self.trainer[name]))
+                if self.mode == "merged":
+                    key = name.removeprefix(MODEL_PREFIX) + ".weight"
+                    new = pushed[key].to(self.dtype) if pushed is not None else merged_weight(f, self.dtype)
+                    # both near W: their fp32 difference is exact (Sterbenz)
+                    engine_change = new.float() - merged_weight(_with(f, self.engine[name]), self.dtype).float()
+                else:  # the engine adds (alpha/r) B A of the tensors it loaded to W
+                    engine_change = lora_delta(_with(f, served[name])) - lora_delta(_with(f, self.engine[name]))
+                fid.add(engine_change, trainer_change)
+        self.trainer, self.engine = now, served
+        return fid.metrics()
+
+
+MODEL_PREFIX = "base_model.model."
+"""What peft puts before the wrapped model's own module names."""
+
+
+def _read_adapter(adapter_dir: Path | None, layers: dict[str, Factors]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """A and B per layer as a PEFT adapter directory holds them (what vLLM's LoRARequest loads)."""
+    from safetensors.torch import load_file
+
+    if adapter_dir is None:
+        raise ValueError("an adapter sync's fidelity needs the adapter directory it wrote")
+    saved = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
+    return {name: (saved[f"{name}.lora_A.weight"], saved[f"{name}.lora_B.weight"]) for name in layers}
