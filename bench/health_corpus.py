@@ -72,6 +72,11 @@ def first_action(traj: dict) -> str:
     return " ".join(actions[0].lower().split()) if actions else "<none>"
 
 
+def actions_record(trajectories: Path) -> dict:
+    """One line of actions.jsonl: a step's saved trajectories (trajectories/step-K.jsonl) -> their first actions."""
+    return {"step": int(trajectories.stem.split("-")[1]), "actions": [first_action(t) for t in _jsonl(trajectories)]}
+
+
 def collect(run_dirs: list[Path]) -> None:
     """Copy each run's metrics.jsonl, spec.yaml, events.jsonl, first actions per step
     (actions.jsonl) and KEEP_TRAJ trajectory files into the corpus, and write its shortcut.json."""
@@ -83,7 +88,7 @@ def collect(run_dirs: list[Path]) -> None:
         files = sorted((src / "trajectories").glob("step-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
         with open(dst / "actions.jsonl", "w") as f:
             for p in files:
-                f.write(json.dumps({"step": int(p.stem.split("-")[1]), "actions": [first_action(t) for t in _jsonl(p)]}) + "\n")
+                f.write(json.dumps(actions_record(p)) + "\n")
         for p in {files[0], files[len(files) // 2], files[-1]} if files else ():
             shutil.copy(p, dst / "trajectories" / p.name)
         write_shortcut(dst)

@@ -48,7 +48,8 @@ def summary(loaded: LoadedSpec) -> str:
     s = loaded.spec
     env, f = s.env.train, s.algorithm.filter
     fixed = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value, f.include_zero)
-    kept = "up to " + str(env.groups * env.group_size) if fixed is None else fixed * env.group_size
+    most = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value) or env.groups  # with zero-score groups
+    kept = f"up to {most * env.group_size}" if fixed is None else fixed * env.group_size
     world = s.deepspeed.world
     return (
         f"{loaded.source}: ok. Run '{s.name}': model {s.model.name}{' + LoRA' if s.model.lora else ''}, "
