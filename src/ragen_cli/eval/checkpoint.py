@@ -114,7 +114,9 @@ def _weights_present(model: Path, lora: bool) -> list[str]:
 def load_checkpoint(path: str | Path, base: str | None = None) -> Policy:
     """A `Policy` for checkpoint `path`, checked for completeness and for belonging to `base`
     (a model name or directory; default: the base model recorded in state.json)."""
-    ckpt, step = _checkpoint_dir(Path(path).expanduser())
+    from ragen_cli.train.checkpoint import resolve_best
+
+    ckpt, step = _checkpoint_dir(resolve_best(Path(path).expanduser()))
     if not (ckpt / "state.json").is_file():
         inner = [p.name for p in (*ckpt.glob("step-*"), *ckpt.glob("checkpoints/step-*")) if p.is_dir()]
         if inner:

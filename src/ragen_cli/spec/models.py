@@ -317,6 +317,12 @@ class DeepSpeedSpec(Section):
 class CheckpointSpec(Section):
     every: int = Field(50, ge=0, description="Save every this many steps (and at the end); 0 saves only at the end.")
     keep: int = Field(2, ge=1, description="Keep the newest this many checkpoints.")
+    keep_best: str | None = Field(
+        "auto", description="Also keep the checkpoint of the step with the best value of this validation metric "
+        "(a new best is saved when it is measured, and never pruned): `checkpoints/best` links to it, and "
+        "`ragen eval --checkpoint RUN_DIR/checkpoints/best` and `ragen export` read it. auto: the first validation "
+        "env's success (`val/<env>/success`); null: keep only the newest `keep`.",
+    )
 
 
 class CollapseSpec(Section):

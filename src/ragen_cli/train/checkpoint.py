@@ -130,13 +130,34 @@ def latest_checkpoint(ckpt_root: Path) -> Path | None:
     return found[-1] if found else None
 
 
-def prune(ckpt_root: Path, keep: int) -> list[Path]:
-    """Delete all but the newest `keep` checkpoints; returns the deleted paths. Each is renamed
-    aside first, so a kill mid-delete leaves a `.old-step-*` (cleared later), never a half step-*."""
-    old = [p for _, p in list_checkpoints(ckpt_root)[:-keep]] if keep > 0 else []
+def prune(ckpt_root: Path, keep: int, protect: int | None = None) -> list[Path]:
+    """Delete all but the newest `keep` checkpoints and the one of step `protect` (the best,
+    `checkpoint.keep_best`); returns the deleted paths. Each is renamed aside first, so a kill
+    mid-delete leaves a `.old-step-*` (cleared later), never a half step-*."""
+    old = [p for k, p in list_checkpoints(ckpt_root)[:-keep] if k != protect] if keep > 0 else []
     for p in old:
         _remove_dir(p)
     return old
+
+
+BEST = "best"
+"""`checkpoints/best`: a relative link to the best step's `step-<k>/` (`checkpoint.keep_best`)."""
+
+
+def mark_best(ckpt_root: Path, step: int) -> Path:
+    """Point `checkpoints/best` at `step-<step>/` (replaced atomically: a new link, renamed over
+    the old one); returns the link."""
+    link, tmp = ckpt_root / BEST, ckpt_root / f".{BEST}-{step}"
+    tmp.unlink(missing_ok=True)
+    os.symlink(f"step-{step}", tmp)
+    os.replace(tmp, link)
+    _fsync(ckpt_root)
+    return link
+
+
+def resolve_best(path: Path) -> Path:
+    """`path` itself, or for a `best` link (`checkpoints/best`) the step directory it names."""
+    return path.parent / os.readlink(path) if path.name == BEST and path.is_symlink() else path
 
 
 def clear_leftovers(ckpt_root: Path) -> list[Path]:
@@ -200,7 +221,7 @@ def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: 
             else:
                 tmp.rename(final)
             _fsync(ckpt_root)
-            prune(ckpt_root, keep)
+            prune(ckpt_root, keep, protect=state.get("best_step"))
     except Exception as exc:
         if rank == 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -286,6 +307,7 @@ def export(ckpt: Path, out: Path, repo: str | None = None) -> Path:
     from ragen_cli.train.lora import merge_adapter
     from ragen_cli.train.model_card import write_card
 
+    ckpt = resolve_best(ckpt)
     state_file, model = ckpt / "state.json", ckpt / "model"
     if not state_file.is_file() or not model.is_dir():
         raise FileNotFoundError(f"{ckpt} is not a ragen checkpoint (no state.json / model/)")

@@ -30,7 +30,8 @@ from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
 from ragen_cli.train.batch import collate, forward_tokens
-from ragen_cli.train.runtime import Run, apply_decision, health_decision, log_validation, setup, teardown
+from ragen_cli.train.runtime import (Run, apply_decision, best_metric, health_decision, log_validation, new_best,
+                                    setup, teardown)
 from ragen_cli.train.update import actor_update, critic_update, passes, shares_prefix
 from ragen_cli.train.validate import should_validate
 
@@ -128,8 +129,10 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 step = run.state.step + 1
                 metrics = train_step(run, step)
                 run.state.step = step
+                best = False
                 if should_validate(spec, step):
                     metrics.update(log_validation(run, step))
+                    best = new_best(run, step, metrics)  # checkpoint.keep_best: saved below
                 run.log_metrics(step, metrics)
                 decision = health_decision(run, step)
                 bar.advance(step, metrics)
@@ -140,13 +143,17 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 # after a rollback the weights are the checkpoint's: nothing new to save
                 rolled_back = decision.action == "intervene" and apply_decision(run, decision)
                 ending = decision.action == "stop" or stop.requested or bool(empty)
-                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or ending):
+                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or ending or best):
                     run.save_checkpoint()
                 if ending:
                     summary["stopped"] = True
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop.requested,
-                  rank_checksums=stages.rank_checksums(run))
+                  rank_checksums=stages.rank_checksums(run), best_step=run.state.best_step,
+                  best_value=run.state.best_value)
+        if run.state.best_step is not None:
+            run.say(f"ragen: best {best_metric(spec)} {run.state.best_value:.3f} at step {run.state.best_step}: "
+                    f"{run.rundir.checkpoints_dir / 'best'} (step-{run.state.best_step})")
     except (EnvFailure, ParityError) as exc:
         # an outside env or a user's function failed, or the rollout engine does not serve the
         # trainer's weights: the trainer's own state is sound, so keep what is trained, then stop

@@ -31,6 +31,8 @@ class RunState:
     interventions: int = 0
     empty_steps: int = 0  # consecutive steps in which the filter kept no group
     last_intervention_step: int | None = None
+    best_step: int | None = None  # the step with the best `checkpoint.keep_best` value so far
+    best_value: float | None = None
     history: list[dict] = field(default_factory=list)  # metric records (for the health detector)
 
     def to_dict(self) -> dict[str, Any]:
@@ -74,6 +76,8 @@ class Run:
         step = self.state.step
         path = ckpt.save(self.rundir.checkpoints_dir, step, self.engines, self.state.to_dict(), self.model_dir,
                          self.spec.checkpoint.keep, self.rank)
+        if self.rank == 0 and self.state.best_step == step:
+            ckpt.mark_best(self.rundir.checkpoints_dir, step)
         self.tracker.note_checkpoint(step)
         self.event("checkpoint", step, path=str(path), checksum=self.checksum())
         return path
@@ -150,6 +154,35 @@ def _restore(run: Run) -> None:
     run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
     stages.push_weights(run, f"resume-{run.state.step}")
     run.say(f"ragen: resumed from {latest} (step {run.state.step})")
+
+
+def best_metric(spec) -> str | None:
+    """The metric `checkpoint.keep_best` names (auto: the first validation env's success), or None."""
+    from ragen_cli.monitor.metrics import env_metric
+
+    name = spec.checkpoint.keep_best
+    if name != "auto":
+        return name
+    envs = spec.env.val.envs
+    return env_metric("val/<env>/success", envs[0].name if envs else spec.env.train.name)
+
+
+def new_best(run: Run, step: int, metrics: dict[str, float]) -> bool:
+    """Whether this step's validation beat every earlier one on `best_metric` (ties keep the
+    earlier step); records it in the run state. Rank 0 measures; every rank gets its answer (all
+    of them take part in the checkpoint it calls for)."""
+    name = best_metric(run.spec)
+    value = metrics.get(name) if name else None
+    better = value is not None and (run.state.best_value is None or value > run.state.best_value)
+    if run.world > 1:
+        import torch
+
+        box = [(better, value)]
+        torch.distributed.broadcast_object_list(box, src=0)
+        better, value = box[0]
+    if better:
+        run.state.best_step, run.state.best_value = step, float(value)
+    return better
 
 
 def teardown(run: Run) -> None:
