@@ -75,11 +75,14 @@ def run(args) -> None:
     spec, precisions = Path(args.spec), args.precisions.split(",")
     jobs = [(seed, p) for seed in parse_seeds(args.seeds) for p in precisions]
     jobs = [j for j in jobs if not (out / f"{run_name(spec, *j)}.run.json").exists()]  # a rerun resumes the sweep
-    if args.lanes == 1:
+    if args.cores:  # one lane per core named, e.g. two sweeps side by side: --cores 0 and --cores 1
+        free = [int(c) for c in args.cores.split(",")]
+    elif args.lanes == 1:
         for seed, p in jobs:
             start_run(spec, seed, p, out, args.set, None)
         return
-    free = list(range(args.lanes))
+    else:
+        free = list(range(args.lanes))
 
     def one(job):
         lane = free.pop()
@@ -88,7 +91,7 @@ def run(args) -> None:
         finally:
             free.append(lane)
 
-    with ThreadPoolExecutor(args.lanes) as pool:
+    with ThreadPoolExecutor(len(free)) as pool:
         list(pool.map(one, jobs))
 
 
@@ -109,10 +112,13 @@ def outcome(out: Path, record: dict) -> dict:
     times = {r["step"]: r["time"] for r in rows if f"val/{env}/success" in r}
     first = next((s for s, v in curve if v >= TARGET), None)
     stopped = [e for e in _jsonl(run_dir / "events.jsonl") if e.get("kind") == "end"]
+    kept = [r["sync/update_kept"] for r in rows if "sync/update_kept" in r]
+    err = [r["sync/update_error"] for r in rows if "sync/update_error" in r]
     return {**record, "label": got["label"], "v0": got["v0"], "best": got["best"], "final": got["final"],
             "shortcut": got["shortcut"], "curve": curve, "last_step": rows[-1]["step"] if rows else 0,
             "stopped": bool(stopped and stopped[-1].get("stopped")),
-            "step_to_target": first, "s_to_target": None if first is None else times[first] - record["start"]}
+            "step_to_target": first, "s_to_target": None if first is None else times[first] - record["start"],
+            "syncs": len(kept), "min_update_kept": min(kept, default=None), "max_update_error": max(err, default=None)}
 
 
 def _write_actions(run_dir: Path) -> None:
@@ -145,7 +151,10 @@ def report(args) -> None:
                           "labels": {k: sum(r["label"] == k for r in mine) for k in sorted({r["label"] for r in mine})},
                           "median_s_to_target_learners": statistics.median(secs) if secs else None,
                           "median_step_to_target_learners": statistics.median(
-                              [r["step_to_target"] for r in learned if r["step_to_target"] is not None] or [0])}))
+                              [r["step_to_target"] for r in learned if r["step_to_target"] is not None] or [0]),
+                          "syncs": sum(r["syncs"] for r in mine),
+                          "min_update_kept": min((r["min_update_kept"] for r in mine if r["syncs"]), default=None),
+                          "max_update_error": max((r["max_update_error"] for r in mine if r["syncs"]), default=None)}))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -157,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--precisions", default="bf16,fp32")
     r.add_argument("--out", required=True)
     r.add_argument("--lanes", type=int, default=1)
+    r.add_argument("--cores", default="", help="comma-separated cores, one lane each (overrides --lanes)")
     r.add_argument("--set", action="append", default=[])
     rep = sub.add_parser("report")
     rep.add_argument("--out", required=True)

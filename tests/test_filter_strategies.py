@@ -5,6 +5,7 @@ a varying kept count implies, and a real tiny-random run whose filter keeps noth
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import math
 
 import pytest
@@ -192,3 +193,19 @@ def test_a_filter_that_keeps_nothing_skips_the_update_and_stops(tmp_path, tiny_m
     assert state["empty_steps"] == 2
     said = capsys.readouterr().out
     assert "the filter kept no group in the last 2 steps (algorithm.filter.empty_stop_steps 2)" in said
+
+
+def test_the_stop_message_says_whether_a_settled_run_is_solved_or_dead():
+    from ragen_cli.spec.loader import load_spec
+    from ragen_cli.train.stages import filter_exhausted
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml")  # include_zero false, stop after 5
+    assert filter_exhausted(spec, 4, 0.0) == ""
+    dead = filter_exhausted(spec, 5, 0.0)
+    assert "kept no group in the last 5 steps" in dead and "train success 0.00" in dead and "the run is dead" in dead
+    assert "keep_best" in dead
+    solved = filter_exhausted(spec, 5, 1.0)
+    assert "the run is solved" in solved and "Try other seeds" not in solved
+    plain = filter_exhausted(load_spec(Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml",
+                                       ["algorithm.filter.include_zero=true"]), 5, 0.0)
+    assert "lower algorithm.filter.value" in plain

@@ -141,9 +141,19 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
     if plan.backend != "hf":  # vLLM's engine in this process, as in a run; a user's own setting wins
         for key, value in ENGINE_IN_PROCESS.items():
             os.environ.setdefault(key, value)
+    spec = plan.spec
+    if policy.kind == "lora-checkpoint":
+        # the adapter is merged into the base weights: served in the dtype a merged sync gets
+        # (compile.launch.engine_dtype; fp32 for a bf16 run, where the merge would round the
+        # trained update away), so eval scores the policy that validation during training scored
+        from ragen_cli.compile.launch import engine_dtype
+        from ragen_cli.device import PRECISION_DTYPES, with_precision
+
+        dtype, _ = engine_dtype(spec.deepspeed.precision, "merged", "vllm")
+        spec = with_precision(spec, next(k for k, v in PRECISION_DTYPES.items() if v == dtype))
     model_dir = policy.model_dir if policy.kind != "lora-checkpoint" else _merge_lora(policy, workdir)
-    tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir, plan.spec.model)
-    return make_backend(plan.backend, model_dir, plan.spec), tokenizer
+    tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir, spec.model)
+    return make_backend(plan.backend, model_dir, spec), tokenizer
 
 
 def _close(backend) -> None:

@@ -137,7 +137,8 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 decision = health_decision(run, step)
                 bar.advance(step, metrics)
                 summary.update(step=step, metrics=metrics)
-                empty = stages.filter_exhausted(spec, run.state.empty_steps)  # no group kept for k steps
+                empty = stages.filter_exhausted(spec, run.state.empty_steps,  # no group kept for k steps
+                                                metrics.get("train/success"))
                 if empty:
                     run.say(empty)
                 # after a rollback the weights are the checkpoint's: nothing new to save

@@ -293,16 +293,24 @@ def select_kept(trajs, f, keep_ratio: float) -> tuple[list, dict[str, float]]:
     return [trajs[i] for i in keep.tolist()], stats
 
 
-def filter_exhausted(spec, empty_steps: int) -> str:
-    """Why the run stops for want of kept groups (`algorithm.filter.empty_stop_steps`), or ''."""
+def filter_exhausted(spec, empty_steps: int, success: float | None = None) -> str:
+    """Why the run stops for want of kept groups (`algorithm.filter.empty_stop_steps`), or ''.
+    `success`: the last step's train/success, which says whether the run settled on the task's
+    best answer (solved) or on another one (a dead run: no reward spread, nothing to learn)."""
     f = spec.algorithm.filter
     if not f.empty_stop_steps or empty_steps < f.empty_stop_steps:
         return ""
-    return (f"ragen: stopping: the filter kept no group in the last {empty_steps} steps "
-            f"(algorithm.filter.empty_stop_steps {f.empty_stop_steps}): strategy {f.strategy}, metric {f.metric}"
-            + ("" if f.include_zero else ", include_zero false")
-            + ". Every group's score was zero or below the threshold; lower algorithm.filter.value, set "
-            "include_zero: true, or look at the replies (ragen watch) for why rewards never differ within a group.")
+    why = (f"ragen: stopping: the filter kept no group in the last {empty_steps} steps "
+           f"(algorithm.filter.empty_stop_steps {f.empty_stop_steps}): strategy {f.strategy}, metric {f.metric}"
+           + ("" if f.include_zero else ", include_zero false") + ". ")
+    if success is not None and not f.include_zero and f.metric == "reward_std":
+        state = "solved" if success >= 0.9 else "dead"
+        return why + (f"Every group's rollouts earned one reward each step (train success {success:.2f}): the policy "
+                      f"has settled and the run is {state}; more steps would not change it. "
+                      + ("" if state == "solved" else "Try other seeds, more groups per step (env.train.groups) "
+                         "or a higher keep_ratio; the best checkpoint is kept (checkpoint.keep_best)."))
+    return why + ("Every group's score was zero or below the threshold; lower algorithm.filter.value, set "
+                  "include_zero: true, or look at the replies (ragen watch) for why rewards never differ within a group.")
 
 
 def in_group_std(values: list[float], groups: list[int]) -> float:
