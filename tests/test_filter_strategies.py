@@ -209,3 +209,21 @@ def test_the_stop_message_says_whether_a_settled_run_is_solved_or_dead():
     plain = filter_exhausted(load_spec(Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml",
                                        ["algorithm.filter.include_zero=true"]), 5, 0.0)
     assert "lower algorithm.filter.value" in plain
+
+
+@pytest.mark.slow
+def test_a_run_stopped_by_the_filter_is_validated_at_its_last_step(tmp_path, tiny_model_dir):
+    """The same stop with validation every 3 steps: the run ends at step 2, off the schedule, and
+    still validates there (its last metrics line has the validation success), so its final
+    result and best checkpoint are known."""
+    from test_train_e2e import run_tiny
+
+    out = tmp_path / "empty-val"
+    run_tiny(out, [
+        "rollout.temperature=0", "env.train.groups=4", "algorithm.adv_estimator=grpo", "model.lora=null",
+        "algorithm.filter.strategy=top_p", "algorithm.filter.value=0.9", "algorithm.filter.empty_stop_steps=2",
+        "monitor.health.no_signal_steps=0", "train.steps=4", "checkpoint.every=0", "env.val.every=3",
+        "env.val.episodes=4",
+    ])
+    lines = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in lines if "val/bandit/success" in m] == [0, 2]

@@ -129,16 +129,16 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                 step = run.state.step + 1
                 metrics = train_step(run, step)
                 run.state.step = step
+                empty = stages.filter_exhausted(spec, run.state.empty_steps,  # no group kept for k steps
+                                                metrics.get("train/success"))
                 best = False
-                if should_validate(spec, step):
+                if should_validate(spec, step) or (empty and spec.env.val.every > 0):  # a stopping run ends validated
                     metrics.update(log_validation(run, step))
                     best = new_best(run, step, metrics)  # checkpoint.keep_best: saved below
                 run.log_metrics(step, metrics)
                 decision = health_decision(run, step)
                 bar.advance(step, metrics)
                 summary.update(step=step, metrics=metrics)
-                empty = stages.filter_exhausted(spec, run.state.empty_steps,  # no group kept for k steps
-                                                metrics.get("train/success"))
                 if empty:
                     run.say(empty)
                 # after a rollback the weights are the checkpoint's: nothing new to save
