@@ -17,8 +17,10 @@ def test_dry_run_json_prints_the_plan_and_creates_nothing(tmp_path):
     result = runner.invoke(app, ["train", SPEC, "--dry-run", "--json", "--set", f"output.dir={tmp_path}"])
     assert result.exit_code == 0, result.output
     plan = json.loads(result.stdout)
-    # bandit.yaml: P=8 groups x N=16 = 128, keep_ratio 0.125 keeps floor(0.125 x 8) = 1 group = 16 trajectories
-    assert plan["sizes"]["trajectories_per_step"] == 128 and plan["sizes"]["kept_trajectories"] == 16
+    # bandit.yaml: P=16 groups x N=16 = 256, keep_ratio 0.125 keeps floor(0.125 x 16) = 2 groups = 32
+    # trajectories at most (include_zero false: fewer when groups have no reward spread)
+    assert plan["sizes"]["trajectories_per_step"] == 256 and plan["sizes"]["kept_trajectories"] == 32
+    assert plan["sizes"]["kept_groups_vary"] == 1
     assert plan["launch"]["kind"] == "in-process"
     assert not any(tmp_path.iterdir())
 

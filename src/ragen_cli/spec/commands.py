@@ -43,12 +43,12 @@ def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
 
 
 def summary(loaded: LoadedSpec) -> str:
-    from ragen_cli.spec.sizes import filter_kept_groups
+    from ragen_cli.spec.sizes import filter_kept_groups, filter_max_groups
 
     s = loaded.spec
     env, f = s.env.train, s.algorithm.filter
     fixed = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value, f.include_zero)
-    most = filter_kept_groups(env.groups, f.keep_ratio, f.strategy, f.value) or env.groups  # with zero-score groups
+    most = filter_max_groups(env.groups, f.keep_ratio, f.strategy, f.value)
     kept = f"up to {most * env.group_size}" if fixed is None else fixed * env.group_size
     world = s.deepspeed.world
     return (

@@ -43,6 +43,12 @@ def mini_batch_rows(kept: int, world: int, mini_batch: int | None, mini_batches:
     return max(1, total // world)
 
 
+def filter_max_groups(groups: int, keep_ratio: float, strategy: str = "top_k", value: float | None = None) -> int:
+    """The most groups the filter can keep in a step: what it keeps when every group is a
+    candidate (include_zero drops candidates, never adds them), or all for top_p and min_p."""
+    return filter_kept_groups(groups, keep_ratio, strategy, value) or groups
+
+
 def filter_args(f) -> dict:
     """The keyword arguments `derive_sizes` and `size_problems` take from `algorithm.filter`."""
     return {"keep_ratio": f.keep_ratio, "strategy": f.strategy, "value": f.value, "include_zero": f.include_zero}
@@ -106,10 +112,11 @@ def derive_sizes(
     mini_batches: int = 1,
 ) -> Sizes:
     """All sizes from the spec's numbers. Assumes `size_problems(...)` found nothing. When the
-    filter keeps a varying number of groups, the sizes are those of a step that keeps them all."""
+    filter keeps a varying number of groups, the sizes are those of a step that keeps the most it
+    can (`filter_max_groups`)."""
     world = nodes * procs_per_node
     fixed = filter_kept_groups(groups, keep_ratio, strategy, value, include_zero)
-    kept_g = groups if fixed is None else fixed
+    kept_g = filter_max_groups(groups, keep_ratio, strategy, value) if fixed is None else fixed
     kept = kept_g * group_size
     mini = mini_batch_rows(kept, world, mini_batch, mini_batches) * world
     micro_batch = min(micro_batch, mini // world)  # a micro batch is at most a mini-batch's share
