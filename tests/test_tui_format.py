@@ -91,6 +91,12 @@ def test_chart_data():
     # band at steps 0 and 2: 0.5 -/+ 0.1, 0.7 -/+ 0.2 (step 1 has NaN mean and no std: skipped)
     (xs, lo, hi), = band_lines(reward, hist)
     assert xs == [0, 2] and lo == pytest.approx([0.4, 0.5]) and hi == pytest.approx([0.6, 0.9])
+    # the weight-sync chart: what share of each update reached the engine (absent where nothing synced)
+    sync = next(c for c in CHARTS if c.key == "sync")
+    synced = [{"step": 1, "sync/update_kept": 1.0, "sync/update_error": 0.0003}, {"step": 2},
+              {"step": 3, "sync/update_kept": 0.91, "sync/update_error": 1.8}]
+    assert chart_lines(sync, synced) == [("sync/update_kept", [1, 3], [1.0, 0.91]),
+                                         ("sync/update_error", [1, 3], [0.0003, 1.8])]
 
 
 def test_alarm_steps_are_transitions():

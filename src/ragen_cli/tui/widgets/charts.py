@@ -29,6 +29,7 @@ CHARTS = (
     ChartSpec("grad", "grad norm", ("actor/grad_norm", "critic/grad_norm")),
     ChartSpec("length", "response tokens / turn", ("episode/response_tokens_per_turn",)),
     ChartSpec("filter", "in-group std (task reward), zero-std groups", ("reward/task_in_group_std", "filter/zero_std_frac")),
+    ChartSpec("sync", "weight sync: share of the update the engine got, its error", ("sync/update_kept", "sync/update_error")),
 )
 
 
