@@ -72,8 +72,9 @@ async def test_healthy_run_header_charts_and_no_alarm():
         assert "healthy" in head and "step 39 (40/40)" in head and "finished" in head and "elapsed 8m01s" in head
         assert "HEALTHY" in head
         charts = {c.spec.key: c for c in app.query(MetricChart)}
-        assert len(charts) == 7
+        assert len(charts) == 8
         assert charts["template"].n_lines == 0  # the fixture predates the collapse/* metrics
+        assert charts["sync"].n_lines == 0  # ... and the sync/update_* metrics
         # success chart: train/success + val/bandit/success; grad: actor only (no critic logged)
         assert charts["success"].n_lines == 2 and charts["grad"].n_lines == 1
         text = screen_text(app)
