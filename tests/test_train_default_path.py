@@ -28,9 +28,9 @@ from test_train_signals import _group_alive
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc (Linux)")]
 # 2 groups x 2 rollouts, 1 group kept, 8 new tokens; validation on 2 seeds before the first step
 # and after every step; no checkpoint unless the run ends (Ctrl-C once would save one).
-SETS = ["model.name=tiny-random", "env.train.groups=2", "env.train.group_size=2", "algorithm.filter.keep_ratio=0.5",
+SETS = ["model.name=tiny-random", "env.train.groups=2", "env.train.group_size=2", "algorithm.filter.keep_ratio=0.5", "algorithm.filter.include_zero=true",
         "rollout.max_tokens_per_turn=8", "train.micro_batch=2", "env.val.every=1", "env.val.episodes=2",
-        "checkpoint.every=0", "train.steps=200"]
+        "checkpoint.every=0", "checkpoint.keep_best=null", "train.steps=200"]  # no checkpoint before the end
 # Waiting is bounded by work (lines in metrics.jsonl, a message in the output), each wait with a
 # deadline only against a hang: on this 2-core machine a vLLM start takes 30-80 s and a step of
 # this run 2-5 s, under a parallel `make train` several times that.

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "bandit.yaml"
 # 2 groups x 2 rollouts, keep 1 group (2 trajectories) = 1 micro-batch of 2 (one mini-batch); 8 new tokens.
 TINY = [
-    "model.name=tiny-random", "env.train.groups=2", "env.train.group_size=2", "algorithm.filter.keep_ratio=0.5",
+    "model.name=tiny-random", "env.train.groups=2", "env.train.group_size=2", "algorithm.filter.keep_ratio=0.5", "algorithm.filter.include_zero=true",
     "rollout.backend=hf", "rollout.max_tokens_per_turn=8", "train.micro_batch=2", "deepspeed.precision=fp32",
     "env.val.every=0", "checkpoint.every=1", "checkpoint.keep=3", "train.lr_actor=1e-3", "train.lr_critic=1e-3",
     "monitor.trajectories_per_step=4", "algorithm.adv_estimator=gae", "algorithm.mini_batches=1",

@@ -22,7 +22,7 @@ from test_train_e2e import run_tiny
 pytestmark = pytest.mark.slow
 
 HEALTH = [
-    "rollout.temperature=0", "env.train.groups=4", "algorithm.filter.keep_ratio=0.5",
+    "rollout.temperature=0", "env.train.groups=4", "algorithm.filter.keep_ratio=0.5", "algorithm.filter.include_zero=true",
     "algorithm.adv_estimator=grpo", "model.lora=null",
     "monitor.health.warmup_steps=2", "monitor.health.smooth=1",
 ]

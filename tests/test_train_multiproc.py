@@ -27,7 +27,7 @@ def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC) ->
     """`ragen train` of tiny-random on 2 CPU processes: 2 groups x 2 rollouts, all kept, micro 1
     (each rank trains 2 rows per step), plus `extra` --set values."""
     sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
-            "algorithm.filter.keep_ratio=1.0", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
+            "algorithm.filter.keep_ratio=1.0", "algorithm.filter.include_zero=true", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
             "rollout.max_tokens_per_turn=8", "train.micro_batch=1", "deepspeed.precision=fp32",
             "deepspeed.procs_per_node=2", f"deepspeed.master_port={free_port()}", "env.val.every=0",
             "checkpoint.every=0", f"output.dir={tmp_path}", f"name={name}", *extra]
