@@ -1,6 +1,6 @@
 """Subprocess script for tests/test_sync_parity.py: a real 2-step run (tiny-random, vLLM engine in
 this process, DeepSpeed, fp32, LoRA merged sync), with the real weight sync (`none`) or one that
-pushes only layer 0's weights from step 2 on (`half`, injected at `stages.push_weights`). Prints
+pushes only layer 0's weights from step 2 on (`half`, injected at `sync.push_weights`). Prints
 one JSON line: the error type (or null) and the run directory. Its own process: an in-process
 vLLM engine must not share one with other tests' imports.
 
@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 def main(out: Path, fault: str, precision: str = "fp32") -> dict:
     from test_train_e2e import TINY, run_tiny
 
-    from ragen_cli.train import stages
+    from ragen_cli.train import sync as stages  # the module the loop pushes weights through
     from ragen_cli.train.lora import merged_state_dict
 
     real_push, calls = stages.push_weights, []

@@ -147,10 +147,10 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
         # (compile.launch.engine_dtype; fp32 for a bf16 run, where the merge would round the
         # trained update away), so eval scores the policy that validation during training scored
         from ragen_cli.compile.launch import engine_dtype
-        from ragen_cli.device import PRECISION_DTYPES, with_precision
+        from ragen_cli.device import with_precision
 
-        dtype, _ = engine_dtype(spec.deepspeed.precision, "merged", "vllm")
-        spec = with_precision(spec, next(k for k, v in PRECISION_DTYPES.items() if v == dtype))
+        if engine_dtype(spec.deepspeed.precision, "merged", "vllm")[0] == "float32":
+            spec = with_precision(spec, "fp32")
     model_dir = policy.model_dir if policy.kind != "lora-checkpoint" else _merge_lora(policy, workdir)
     tokenizer = load_tokenizer(policy.tokenizer_dir or model_dir, spec.model)
     return make_backend(plan.backend, model_dir, spec), tokenizer

@@ -29,6 +29,7 @@ from ragen_cli.envs.base import EnvFailure
 from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages
+from ragen_cli.train import sync as weight_sync
 from ragen_cli.train.batch import collate, forward_tokens
 from ragen_cli.train.runtime import (Run, apply_decision, best_metric, health_decision, log_validation, new_best,
                                     setup, teardown)
@@ -81,7 +82,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     parity = stages.parity_baseline(run, batch)
     parity_s = time.perf_counter() - t_parity
     t_update = time.perf_counter()
-    stages.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
+    weight_sync.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
     local = batch.rows(mine)
 
     def part(x):
@@ -96,8 +97,8 @@ def train_step(run: Run, step: int) -> dict[str, float]:
         metrics.update(stages.critic_stats(old["values"], returns, batch.mask))
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
-    stages.engine_wake(run)
-    metrics.update(stages.push_weights(run, f"step-{step}"))  # and how much of the update reached it
+    weight_sync.engine_wake(run)
+    metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
     t_parity = time.perf_counter()
     metrics.update(stages.parity_probe(run, batch, parity))
     metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity

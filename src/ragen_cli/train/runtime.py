@@ -143,7 +143,7 @@ def rows_for_template(spec, plan, tokenizer):
 
 
 def _restore(run: Run) -> None:
-    from ragen_cli.train import stages
+    from ragen_cli.train.sync import push_weights
 
     latest = ckpt.latest_checkpoint(run.rundir.checkpoints_dir)
     if latest is None:  # stopped (or killed) before its first checkpoint: nothing to keep
@@ -152,7 +152,7 @@ def _restore(run: Run) -> None:
     saved = ckpt.load(latest, run.engines)
     fields = RunState().__dict__.keys()
     run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
-    stages.push_weights(run, f"resume-{run.state.step}")
+    push_weights(run, f"resume-{run.state.step}")
     run.say(f"ragen: resumed from {latest} (step {run.state.step})")
 
 
@@ -236,7 +236,7 @@ def apply_decision(run: Run, decision: Decision) -> bool:
     """Carry out an intervention: stronger filtering, lower learning rates, rollback (weights,
     optimizer, step counter and metric history go back to the checkpoint; the seed cursor does
     not, so the run continues on fresh initial states). Returns whether it rolled back."""
-    from ragen_cli.train.stages import push_weights
+    from ragen_cli.train.sync import push_weights
 
     s = run.state
     step = s.step

@@ -123,45 +123,6 @@ def critic_stats(values, returns, mask) -> dict[str, float]:
     return {"critic/explained_var": explained_variance(values, returns, mask)}
 
 
-def push_weights(run, tag: str) -> dict[str, float]:
-    """Make the rollout engine serve the trainer's current weights: full weights, or with LoRA
-    the adapter (`rollout.lora_sync` adapter) or the adapter folded into full weights (merged,
-    served in fp32 when the trainer is not: `compile.launch.engine_dtype`). Returns the sync's
-    metrics: its seconds and what share of the update reached the engine (train/sync.py).
-    Nothing to push when the HF backend generates with the trainer's own module."""
-    start = time.perf_counter()
-    module = run.engines.actor.module
-    if not run.backend.needs_sync:  # HF generate with the trainer's own module
-        return {"timing/sync_s": 0.0}
-    adapter = merged = None
-    if run.plan.lora_sync == "merged":
-        from ragen_cli.train.lora import merged_state_dict
-
-        merged = merged_state_dict(module)
-        run.backend.sync(merged)
-    elif run.plan.lora_sync == "adapter":
-        adapter = run.scratch / f"adapter-{tag}"
-        module.save_pretrained(str(adapter), safe_serialization=True)
-        run.backend.sync(adapter)
-    else:
-        run.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
-    seconds = time.perf_counter() - start
-    return {"timing/sync_s": seconds, **run.ledger.record(module, merged, adapter)}
-
-
-def engine_sleep(run) -> None:
-    """Before the update: the rollout engine releases its accelerator memory when the Plan says
-    so (`plan.vllm_sleep`: vLLM on CUDA beside DeepSpeed)."""
-    if run.plan.vllm_sleep:
-        run.backend.sleep()
-
-
-def engine_wake(run) -> None:
-    """After the update, before the weight sync: undo `engine_sleep`."""
-    if run.plan.vllm_sleep:
-        run.backend.wake_up()
-
-
 def probe_rows(batch: Batch, min_tokens: int, window: int = 0) -> list[int]:
     """The parity probe's rows: from the start of the batch until their probe windows
     (`probe_windows`) hold at least `min_tokens` sampled tokens (`rollout.parity_tokens`), or

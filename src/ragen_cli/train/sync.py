@@ -1,4 +1,5 @@
-"""What reaches the rollout engine at a weight sync, measured on the weights themselves.
+"""The weight sync: pushing the trainer's weights to the rollout engine (`push_weights`, with the
+engine's sleep and wake around the update), and what reaches it, measured on the weights themselves.
 
 The parity probe (rollout/parity.py) asks whether the engine's log-probs moved with the
 trainer's; in bf16 an update's log-prob move is about the size of the kernels' noise, so it
@@ -18,6 +19,7 @@ on SmolLM2-135M's first updates (docs/experiments/bf16-sync.md), which is why
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -158,3 +160,42 @@ def _read_adapter(adapter_dir: Path | None, layers: dict[str, Factors]) -> dict[
         raise ValueError("an adapter sync's fidelity needs the adapter directory it wrote")
     saved = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
     return {name: (saved[f"{name}.lora_A.weight"], saved[f"{name}.lora_B.weight"]) for name in layers}
+
+
+def push_weights(run, tag: str) -> dict[str, float]:
+    """Make the rollout engine serve the trainer's current weights: full weights, or with LoRA
+    the adapter (`rollout.lora_sync` adapter) or the adapter folded into full weights (merged,
+    served in fp32 when the trainer is not: `compile.launch.engine_dtype`). Returns the sync's
+    metrics: its seconds and what share of the update reached the engine (train/sync.py).
+    Nothing to push when the HF backend generates with the trainer's own module."""
+    start = time.perf_counter()
+    module = run.engines.actor.module
+    if not run.backend.needs_sync:  # HF generate with the trainer's own module
+        return {"timing/sync_s": 0.0}
+    adapter = merged = None
+    if run.plan.lora_sync == "merged":
+        from ragen_cli.train.lora import merged_state_dict
+
+        merged = merged_state_dict(module)
+        run.backend.sync(merged)
+    elif run.plan.lora_sync == "adapter":
+        adapter = run.scratch / f"adapter-{tag}"
+        module.save_pretrained(str(adapter), safe_serialization=True)
+        run.backend.sync(adapter)
+    else:
+        run.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
+    seconds = time.perf_counter() - start
+    return {"timing/sync_s": seconds, **run.ledger.record(module, merged, adapter)}
+
+
+def engine_sleep(run) -> None:
+    """Before the update: the rollout engine releases its accelerator memory when the Plan says
+    so (`plan.vllm_sleep`: vLLM on CUDA beside DeepSpeed)."""
+    if run.plan.vllm_sleep:
+        run.backend.sleep()
+
+
+def engine_wake(run) -> None:
+    """After the update, before the weight sync: undo `engine_sleep`."""
+    if run.plan.vllm_sleep:
+        run.backend.wake_up()
