@@ -1,5 +1,5 @@
 """The pieces of one training step that are not maths: rollouts across processes, scoring with
-the trainer's models, the weight sync with its parity probe, and the step's metrics."""
+the trainer's models, the parity probe of the weight sync (the sync itself: train/sync.py), and the step's metrics."""
 
 from __future__ import annotations
 
