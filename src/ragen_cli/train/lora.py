@@ -8,7 +8,56 @@ directory: `adapter_config.json` + `adapter_model.safetensors`, which peft and v
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+
+
+MODEL_PREFIX = "base_model.model."
+"""What peft puts before the wrapped model's own module names."""
+
+
+@dataclass(frozen=True)
+class Factors:
+    """One LoRA-adapted linear layer: its base weight W (out x in, or in x out with
+    `transpose`: GPT-2's Conv1D), the adapter's A (r x in) and B (out x r), and alpha / r."""
+
+    base: torch.Tensor
+    a: torch.Tensor
+    b: torch.Tensor
+    scale: float
+    transpose: bool = False
+
+
+def lora_delta(f: Factors, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """(alpha / r) B A in `dtype` (from A and B as stored, upcast first: the product is not
+    rounded to the adapter's own dtype), laid out like the base weight. In fp32 its relative
+    error (~1e-7) is far below any share of an update the metrics resolve."""
+    import torch
+
+    dtype = dtype or torch.float32
+    d = (f.b.to(dtype) @ f.a.to(dtype)) * f.scale
+    return d.T if f.transpose else d
+
+
+def merged_weight(f: Factors, dtype: torch.dtype) -> torch.Tensor:
+    """W + (alpha / r) B A, summed in fp32 and returned in `dtype` (the engine's): the weight a
+    merged sync hands the engine. In fp32 the sum keeps the update to ~1e-7 of a weight; cast
+    to bf16 it keeps only the parts of the update above half a bf16 step of W."""
+    return (f.base.float() + lora_delta(f)).to(dtype)
+
+
+def lora_layers(peft_model) -> dict[str, Factors]:
+    """Every layer of `peft_model` with the active adapter, by module name (the trainer's own
+    tensors, not copies)."""
+    from peft.tuners.lora import LoraLayer
+
+    adapter = peft_model.active_adapter
+    out = {}
+    for name, mod in peft_model.named_modules():
+        if isinstance(mod, LoraLayer) and adapter in mod.lora_A:
+            out[name] = Factors(mod.get_base_layer().weight, mod.lora_A[adapter].weight, mod.lora_B[adapter].weight,
+                                float(mod.scaling[adapter]), bool(getattr(mod, "fan_in_fan_out", False)))
+    return out
 
 
 def lora_config(lora_spec, task_type: str = "CAUSAL_LM"):
@@ -46,13 +95,11 @@ def save_adapter(peft_model, out_dir: str | Path) -> Path:
 def merged_state_dict(peft_model) -> dict:
     """The base model's state dict under its own (Hugging Face) names with the active adapter
     folded in, W + (alpha / r) B A per adapted layer, summed in fp32 and returned in fp32
-    (`train.sync.merged_weight`; in bf16 the sum would round most of an RL update away, and
+    (`merged_weight`; in bf16 the sum would round most of an RL update away, and
     `compile.launch.engine_dtype` serves these weights in fp32 for that reason). Computed on the
     side: the module is not merged and unmerged, so the trained weights never pick up that
     round-off. Adapter tensors themselves are left out."""
     import torch
-
-    from ragen_cli.train.sync import MODEL_PREFIX, lora_layers, merged_weight
 
     prefix = MODEL_PREFIX
     with torch.no_grad():

@@ -25,46 +25,7 @@ from pathlib import Path
 
 import torch
 
-
-@dataclass(frozen=True)
-class Factors:
-    """One LoRA-adapted linear layer: its base weight W (out x in, or in x out with
-    `transpose`: GPT-2's Conv1D), the adapter's A (r x in) and B (out x r), and alpha / r."""
-
-    base: torch.Tensor
-    a: torch.Tensor
-    b: torch.Tensor
-    scale: float
-    transpose: bool = False
-
-
-def lora_delta(f: Factors, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """(alpha / r) B A in `dtype` (from A and B as stored, upcast first: the product is not
-    rounded to the adapter's own dtype), laid out like the base weight. In fp32 its relative
-    error (~1e-7) is far below any share of an update the metrics resolve."""
-    d = (f.b.to(dtype) @ f.a.to(dtype)) * f.scale
-    return d.T if f.transpose else d
-
-
-def merged_weight(f: Factors, dtype: torch.dtype) -> torch.Tensor:
-    """W + (alpha / r) B A, summed in fp32 and returned in `dtype` (the engine's): the weight a
-    merged sync hands the engine. In fp32 the sum keeps the update to ~1e-7 of a weight; cast
-    to bf16 it keeps only the parts of the update above half a bf16 step of W."""
-    return (f.base.float() + lora_delta(f)).to(dtype)
-
-
-def lora_layers(peft_model) -> dict[str, Factors]:
-    """Every layer of `peft_model` with the active adapter, by module name (the trainer's own
-    tensors, not copies)."""
-    from peft.tuners.lora import LoraLayer
-
-    adapter = peft_model.active_adapter
-    out = {}
-    for name, mod in peft_model.named_modules():
-        if isinstance(mod, LoraLayer) and adapter in mod.lora_A:
-            out[name] = Factors(mod.get_base_layer().weight, mod.lora_A[adapter].weight, mod.lora_B[adapter].weight,
-                                float(mod.scaling[adapter]), bool(getattr(mod, "fan_in_fan_out", False)))
-    return out
+from ragen_cli.train.lora import MODEL_PREFIX, Factors, lora_delta, lora_layers, merged_weight
 
 
 @dataclass
@@ -146,10 +107,6 @@ class SyncLedger:
                 fid.add(engine_change, trainer_change)
         self.trainer, self.engine = now, served
         return fid.metrics()
-
-
-MODEL_PREFIX = "base_model.model."
-"""What peft puts before the wrapped model's own module names."""
 
 
 def _read_adapter(adapter_dir: Path | None, layers: dict[str, Factors]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
