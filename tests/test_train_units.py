@@ -8,7 +8,7 @@ import torch
 from ragen_cli.rollout.types import Trajectory
 from ragen_cli.train.batch import collate, micro_slices
 from ragen_cli.train.checkpoint import list_checkpoints, prune
-from ragen_cli.train.engine import ds_config
+from ragen_cli.compile.deepspeed_config import unmanaged_accumulation
 from ragen_cli.train.stages import sample_seed, step_seeds
 from ragen_cli.train.update import Averager, share
 
@@ -90,7 +90,7 @@ def test_prune_keeps_the_newest(tmp_path):
 
 def test_ds_config_pins_unmanaged_accumulation():
     base = {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 4}
-    cfg = ds_config(base, world_size=2)
+    cfg = unmanaged_accumulation(base, world_size=2)
     # DeepSpeed checks train_batch = micro x accumulation x world = 4 x 1 x 2 = 8
     assert cfg["gradient_accumulation_steps"] == 1 and cfg["train_batch_size"] == 8
     assert cfg["managed_gradient_accumulation"] is False

@@ -122,8 +122,8 @@ def train_policy(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *,
         spec = load_spec(run_dir / "spec.yaml", overrides)
     elif not hasattr(spec, "model_dump"):
         spec = load_spec(spec, overrides)
-    plan = compile_plan(spec)
-    resolve_model(spec.model.name)  # a built-in converted once, a hub id fetched: before any run dir
+    resolve_model(spec.model.name)  # a built-in converted once, a hub id fetched: before any run dir, and
+    plan = compile_plan(spec)       # before the Plan, whose template check reads the model's tokenizer
     run_dir = Path(resume) if resume is not None else Path(plan.run_dir)
     lock = prepare_run(spec, plan, run_dir, resume is not None)
     try:

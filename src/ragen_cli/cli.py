@@ -10,6 +10,7 @@ import typer
 
 from ragen_cli import __version__
 from ragen_cli.process_exit import end_process
+from ragen_cli.compile import commands as compile_cmd
 from ragen_cli.envs import commands as envs_cmd
 from ragen_cli.eval import commands as eval_cmd
 from ragen_cli.models import commands as models_cmd
@@ -42,7 +43,7 @@ def _root(
 
 
 app.command("init")(spec_cmd.init)
-app.command("validate")(spec_cmd.validate)
+app.command("validate")(compile_cmd.validate)
 app.command("train")(train_cmd.train)
 app.command("export")(train_cmd.export)
 app.command("eval")(eval_cmd.eval_command)

@@ -1,7 +1,12 @@
-"""The DeepSpeed JSON config of the actor (and of the critic when the advantage is GAE).
+"""The DeepSpeed JSON config of the actor (and of the critic when the advantage is GAE),
+exactly as `deepspeed.initialize` receives it (train/engine.py passes it unchanged).
 
-Batch identity DeepSpeed enforces: train_batch_size = micro x grad_accum x world size, where
-train_batch_size is our mini batch (trajectories per optimizer step).
+Gradient accumulation is unmanaged (`unmanaged_accumulation`): a mini-batch has a variable
+number of micro-batches (the StarPO-S filter decides how many trajectories survive), so
+`engine.step()` is the optimizer boundary and the caller pre-scales each micro-batch loss
+(`backward(loss, scale_wrt_gas=False)`). DeepSpeed's batch identity, train_batch_size = micro x
+grad_accum x world size, then holds with one micro-batch per "DeepSpeed batch"; the mini-batch
+and its accumulation steps are the Plan's `sizes`.
 """
 
 from __future__ import annotations
@@ -64,8 +69,15 @@ def scheduler_block(schedule: str, lr: float, warmup_steps: int, total_steps: in
     }
 
 
+def unmanaged_accumulation(config: dict[str, Any], world_size: int) -> dict[str, Any]:
+    """`config` with unmanaged accumulation pinned (see the module doc): one micro-batch per
+    DeepSpeed batch, `engine.step()` the optimizer boundary. Returns a new dict."""
+    return {**config, "managed_gradient_accumulation": False, "gradient_accumulation_steps": 1,
+            "train_batch_size": config["train_micro_batch_size_per_gpu"] * world_size}
+
+
 def deepspeed_config(spec: RunSpec, sizes: Sizes, device: str, lr: float) -> dict[str, Any]:
-    """One engine's config (actor with lr_actor, critic with lr_critic)."""
+    """One engine's config (actor with lr_actor, critic with lr_critic), as DeepSpeed receives it."""
     ds, train = spec.deepspeed, spec.train
     config: dict[str, Any] = {
         "train_batch_size": sizes.mini_batch,
@@ -90,4 +102,4 @@ def deepspeed_config(spec: RunSpec, sizes: Sizes, device: str, lr: float) -> dic
     scheduler = scheduler_block(train.schedule, lr, train.warmup_steps, sizes.total_optimizer_steps)
     if scheduler:
         config["scheduler"] = scheduler
-    return config
+    return unmanaged_accumulation(config, sizes.world_size)

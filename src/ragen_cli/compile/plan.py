@@ -1,7 +1,13 @@
 """RunSpec -> Plan: everything a run needs decided before it starts, pure and deterministic.
 
 `compile_plan(spec, device="cpu", cpu_count=2)` gives the same Plan for the same inputs; only
-`device=None` / `cpu_count=None` look at the machine (see `launch.resolve_device`).
+`device=None` / `cpu_count=None` look at the machine (see `launch.resolve_device`), and the
+template check loads the model's tokenizer when it is on this machine (compile/template.py).
+
+The Plan is what runs: DeepSpeed receives `deepspeed` / `critic_deepspeed` as they are, the
+engines take `precision` and `placement`, the update reads `turn_rows`, and nothing rewrites the
+Plan at run time. A run checks the decisions it can check again (`check_runs_as_planned`) and
+stops with `PlanMismatch` when the machine disagrees.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ragen_cli.compile.launch import (Launch, engine_dtype, launch_command, lora
                                       vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import PRECISION_DTYPES, resolve_precision, with_precision
+from ragen_cli.rollout.context import trains_per_turn
 from ragen_cli.spec.models import RunSpec
 
 
@@ -109,11 +116,27 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         vllm_sleep=vllm_sleeps(spec, device),
         lora_sync=lora_sync_mode(spec, device),
         weight_sync=weight_sync_mode(device),
-        turn_rows=spec.rollout.update_context == "window" or template.stable is False,
+        turn_rows=trains_per_turn(spec.rollout.update_context, template.stable),
         template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
                             spec.rollout.backend, lora_sync_mode(spec, device)),
     )
+
+
+class PlanMismatch(RuntimeError):
+    """The machine running a Plan found a decision other than the Plan's: compile it where it runs."""
+
+
+def check_runs_as_planned(plan: Plan, world_size: int, turn_rows: bool) -> None:
+    """Raise `PlanMismatch` unless this job's process count and the per-turn-rows decision of its
+    loaded chat template (`rollout.context.trains_per_turn`) are the Plan's."""
+    if world_size != plan.sizes.world_size:
+        raise PlanMismatch(f"the Plan was compiled for {plan.sizes.world_size} process(es), this job has {world_size}")
+    if turn_rows != plan.turn_rows:
+        raise PlanMismatch(f"the Plan trains {'one row per turn' if plan.turn_rows else 'whole episodes'} "
+                           f"({plan.template or 'template not checked'}), but the chat template loaded here needs "
+                           f"{'one row per turn' if turn_rows else 'whole episodes'}: compile the Plan where the "
+                           "model's tokenizer is (ragen train does, after fetching the model)")
 
 
 RANK_DEVICE = "cuda:{local_rank}"

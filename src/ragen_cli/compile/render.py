@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from rich.columns import Columns
 from rich.console import Console, Group
@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from ragen_cli.compile.inert import Inert
 from ragen_cli.compile.plan import Plan
 from ragen_cli.spec.presets import flatten
 from ragen_cli.spec.sizes import SIZE_LABELS
@@ -78,6 +79,21 @@ def plan_renderable(plan: Plan, provenance: Mapping[str, str]) -> Group:
     return Group(*parts)
 
 
-def print_plan(plan: Plan, provenance: Mapping[str, str] | None = None, console: Console | None = None) -> None:
-    """Print the plan readably; `provenance` comes from `spec.loader.load(...).provenance`."""
-    (console or Console()).print(plan_renderable(plan, provenance or {}))
+def inert_table(inert: Sequence[Inert]) -> Table:
+    """The spec's settings without effect in this Plan (compile/inert.py), each with why."""
+    table = Table(title="Settings with no effect in this Plan", title_justify="left", title_style="bold yellow")
+    table.add_column("field")
+    table.add_column("why")
+    for item in inert:
+        table.add_row(item.field, item.why)
+    return table
+
+
+def print_plan(plan: Plan, provenance: Mapping[str, str] | None = None, console: Console | None = None,
+               inert: Sequence[Inert] = ()) -> None:
+    """Print the plan readably; `provenance` comes from `spec.loader.load(...).provenance`,
+    `inert` from `compile.inert.inert_settings`."""
+    out = console or Console()
+    out.print(plan_renderable(plan, provenance or {}))
+    if inert:
+        out.print(inert_table(inert))

@@ -124,6 +124,13 @@ def reward_text(reward: float, next_turn: str) -> str:
     return f"Reward:\n{round(reward, 4):g}\n\n{next_turn}"
 
 
+def trains_per_turn(update_context: str, prefix_stable: bool | None) -> bool:
+    """Whether the update trains one row per turn on the prompt it was sampled from: asked for
+    (`rollout.update_context: window`), or needed (a template that re-renders history; None: not
+    known, taken as stable). The one rule the Plan (`Plan.turn_rows`) and the driver read."""
+    return update_context == "window" or prefix_stable is False
+
+
 class ChatFormat:
     """The pieces of one tokenizer's chat template that the driver needs, found by rendering."""
 

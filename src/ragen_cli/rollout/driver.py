@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, turn_text
+from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, trains_per_turn, turn_text
 from ragen_cli.rollout.parse import ReplyTags, parse_reply
 from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
 
@@ -165,9 +165,8 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
 
 
 def per_turn_rows(rollout, fmt: ChatFormat) -> bool:
-    """Whether the update trains one row per turn on the prompt it was sampled from: asked for
-    (`rollout.update_context: window`), or needed (a template that re-renders history)."""
-    return rollout.update_context == "window" or not fmt.prefix_stable
+    """`trains_per_turn` for this episode's chat template (what the Plan decided, `Plan.turn_rows`)."""
+    return trains_per_turn(rollout.update_context, fmt.prefix_stable)
 
 
 def answer_start(pieces: list[str], think: bool, close: str = "</think>") -> int:

@@ -1,7 +1,7 @@
-"""`ragen validate` and `ragen init` (light imports only: pydantic, yaml, typer, rich).
-
-For `ragen train` (train/commands.py) this module offers `load_or_exit(spec, overrides)`: the
-loaded spec with provenance, or the problems printed and exit code 2.
+"""`ragen init` (light imports only: pydantic, yaml, typer, rich), and what `ragen validate`
+(compile/commands.py) and `ragen train` (train/commands.py) print of a spec: `load_or_exit(spec,
+overrides)` (the loaded spec with provenance, or the problems printed and exit code 2),
+`summary`, `provenance_line`.
 """
 
 from __future__ import annotations
@@ -70,25 +70,6 @@ def provenance_line(loaded: LoadedSpec) -> str:
     names = {"preset": f"from preset {loaded.spec.algorithm.preset}", "user": "from the spec", "--set": "from --set"}
     parts = [f"{names[k]}: {', '.join(v)}" for k, v in groups.items() if v]
     return "algorithm " + "; ".join(parts) if parts else "algorithm: all defaults"
-
-
-def validate(
-    spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
-    set_: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a value: --set train.steps=10 (repeatable)."),
-    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of run specs and exit."),
-) -> None:
-    """Check a run spec without running it: every problem, with file:line:col and key path."""
-    if schema:
-        from ragen_cli.spec.models import RunSpec
-
-        typer.echo(json.dumps(RunSpec.model_json_schema(), indent=2))
-        return
-    if spec is None:
-        typer.echo("ragen validate: give a SPEC file (or --schema).", err=True)
-        raise typer.Exit(SPEC_EXIT)
-    loaded = load_or_exit(spec, set_)
-    typer.echo(summary(loaded))
-    typer.echo(provenance_line(loaded))
 
 
 def init(

@@ -25,6 +25,12 @@ file:line:col and key path), `ragen validate --schema` prints its JSON Schema, a
 overridden on the command line with `--set key.path=value` (the value is read as YAML).
 Relative paths start at the directory ragen runs in.
 
+Both `ragen validate` and the dry run warn about each setting the spec writes that has no effect
+in its compiled plan, naming the field and why: `algorithm.clip_low` / `clip_high` when the
+update is one optimizer step per rollout batch (the PPO ratio is exactly 1), `train.lr_critic`
+without a critic, `algorithm.rollout_is: on` where trainer and engine both run fp32, and the
+others listed in `src/ragen_cli/compile/inert.py`. Defaults are never named.
+
 Editor completion: `ragen validate --schema > ragen.schema.json`, then start the spec with
 `# yaml-language-server: $schema=ragen.schema.json` (VS Code's YAML extension and other editors
 that use yaml-language-server read it).

@@ -55,11 +55,11 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
         raise typer.Exit(2)
     source = spec if resume is None else _resume_spec(resume)
     loaded = load_or_exit(source, set_)
-    plan = compile_plan(loaded.spec)
     if dry_run:
-        _print_plan(plan, loaded.provenance, json_)
+        _print_plan(loaded, compile_plan(loaded.spec), json_)
         return
-    _model_or_exit(loaded.spec.model.name)
+    _model_or_exit(loaded.spec.model.name)  # first: the Plan's template check reads the model's tokenizer
+    plan = compile_plan(loaded.spec)
     run_dir = resume if resume is not None else Path(plan.run_dir)
     lock = _lock_or_exit(run_dir)  # held until this process ends: one writer per run directory
     try:
@@ -140,13 +140,20 @@ def _resume_spec(run_dir: Path) -> Path:
     return source
 
 
-def _print_plan(plan, provenance, as_json: bool) -> None:
+def _print_plan(loaded, plan, as_json: bool) -> None:
+    """The Plan (JSON on stdout, or tables) and the settings without effect in it (`compile.inert`):
+    on stderr beside JSON, in the tables otherwise."""
+    from ragen_cli.compile.inert import inert_settings
+
+    inert = inert_settings(loaded.spec, plan)
     if as_json:
         typer.echo(plan.to_json())
+        for item in inert:
+            typer.echo(item.warning(), err=True)
         return
     from ragen_cli.compile.render import print_plan
 
-    print_plan(plan, provenance)
+    print_plan(plan, loaded.provenance, inert=inert)
 
 
 def _lock_or_exit(run_dir: Path):

@@ -15,10 +15,8 @@ CPU notes (docs/training.md, "DeepSpeed on CPU"):
   (compile/deepspeed_config.torch_adamw).
 - Devices: DeepSpeed moves the actor and the critic to `cuda:LOCAL_RANK` (and casts them to the
   run's precision); the KL reference is moved by `place` as the Plan says (`plan.placement`).
-- Gradient accumulation is unmanaged (`"managed_gradient_accumulation": false`): a mini-batch
-  has a variable number of micro-batches (the StarPO-S filter decides how many trajectories
-  survive), so `engine.step()` is the boundary and each micro-batch loss is pre-scaled by the
-  caller (`backward(loss, scale_wrt_gas=False)`).
+- The DeepSpeed config is the Plan's, unchanged (`plan.deepspeed`: unmanaged gradient
+  accumulation is pinned there, compile/deepspeed_config.unmanaged_accumulation).
 """
 
 from __future__ import annotations
@@ -104,16 +102,6 @@ def init_distributed(plan_env: dict[str, str] | None = None) -> tuple[int, int]:
     return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 
 
-def ds_config(base: dict, world_size: int) -> dict:
-    """The Plan's DeepSpeed config with unmanaged accumulation pinned (see the module doc):
-    one micro-batch per "DeepSpeed batch", and `engine.step()` is the optimizer boundary."""
-    config = copy.deepcopy(base)
-    config["managed_gradient_accumulation"] = False
-    config["gradient_accumulation_steps"] = 1
-    config["train_batch_size"] = config["train_micro_batch_size_per_gpu"] * world_size
-    return config
-
-
 def _record_grad_norm(engine) -> None:
     """DeepSpeed computes the fp32 ZeRO-0 grad norm in `clip_fp32_gradients` and drops it; keep it
     so `engine.get_global_grad_norm()` answers for every stage and precision."""
@@ -126,12 +114,13 @@ def _record_grad_norm(engine) -> None:
     engine.clip_fp32_gradients = clip
 
 
-def _initialize(model, config: dict, world_size: int):
+def _initialize(model, config: dict):
+    """A DeepSpeed engine on the Plan's config as it stands (a copy: DeepSpeed keeps the dict)."""
     from ragen_cli.models.load import import_deepspeed
 
     deepspeed = import_deepspeed()
     params = [p for p in model.parameters() if p.requires_grad]
-    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_config(config, world_size))
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=copy.deepcopy(config))
     _record_grad_norm(engine)
     return engine
 
@@ -145,13 +134,18 @@ def enable_gradient_checkpointing(model):
 
 def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     """Actor (+ LoRA), critic when GAE, reference when KL is on; weights seeded by spec.train.seed
-    (the critic's value head and LoRA's B-init are the only random parts)."""
+    (the critic's value head and LoRA's B-init are the only random parts). `world_size` is the
+    job's process count, which must be the Plan's: its DeepSpeed batch sizes are computed for it
+    (`compile.plan.check_runs_as_planned`)."""
     import torch
 
     from ragen_cli.models.load import load_causal_lm
     from ragen_cli.train import lora as lora_mod
     from ragen_cli.train.value import load_value_model
 
+    from ragen_cli.compile.plan import check_runs_as_planned
+
+    check_runs_as_planned(plan, world_size, plan.turn_rows)
     torch.manual_seed(spec.train.seed)
     use_lora = spec.model.lora is not None
     actor_model = load_causal_lm(model_dir, "float32", "cpu")
@@ -162,7 +156,7 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
     ref = None
     if plan.needs_reference and not use_lora:
         ref = copy.deepcopy(actor_model).eval().requires_grad_(False)
-    actor = _initialize(actor_model, plan.deepspeed, world_size)
+    actor = _initialize(actor_model, plan.deepspeed)
     if ref is not None:  # the frozen copy goes where the Plan puts it: beside the actor, in its dtype
         ref = place(ref, plan.placement["reference"])
     critic = None
@@ -170,7 +164,7 @@ def build_engines(spec, plan, model_dir, world_size: int) -> Engines:
         critic_model = load_value_model(model_dir, spec.model.lora)
         if spec.train.gradient_checkpointing:
             enable_gradient_checkpointing(critic_model)
-        critic = _initialize(critic_model, plan.critic_deepspeed, world_size)
+        critic = _initialize(critic_model, plan.critic_deepspeed)
     if use_lora and plan.needs_reference:
         ref = actor.module
     return Engines(actor, critic, ref, use_lora and plan.needs_reference, use_lora)

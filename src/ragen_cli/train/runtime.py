@@ -4,7 +4,6 @@ takes between steps: logging, validation, health decisions, checkpoints."""
 from __future__ import annotations
 
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,7 +93,6 @@ class Run:
 
 def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     """Distributed init, run directory, engines, rollout backend; restore a checkpoint on resume."""
-    from ragen_cli.device import with_precision
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.backend import make_backend
@@ -105,16 +103,15 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     rundir = RunDir(run_dir)
     if rank == 0 and not rundir.spec_path.exists():
         rundir.create(spec_yaml(spec), plan.to_json(), resume=False)
-    spec = with_precision(spec, plan.precision)  # `auto` as the Plan resolved it
     model_dir = Path(resolve_model(spec.model.name))
+    tokenizer = load_tokenizer(model_dir, spec.model)  # with model.chat_template / chat_template_kwargs
+    check_template(spec, plan, tokenizer)
     engines = build_engines(spec, plan, model_dir, world)
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
     policy = engines.actor.module
     backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
                            lora_adapters=plan.lora_sync == "adapter", engine_args=plan.vllm,
                            weight_sync=plan.weight_sync)
-    tokenizer = load_tokenizer(model_dir, spec.model)  # with model.chat_template / chat_template_kwargs
-    plan = rows_for_template(spec, plan, tokenizer)
     run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
               Path(tempfile.mkdtemp(prefix="ragen-sync-")))
     run.ledger = SyncLedger(plan.lora_sync, plan.placement["rollout"]["dtype"])
@@ -128,18 +125,14 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     return run
 
 
-def rows_for_template(spec, plan, tokenizer):
-    """The Plan with per-turn rows when the loaded template re-renders history and the Plan could
-    not know it (the tokenizer was not on the compiling machine: `Plan.template` says so)."""
-    import dataclasses
-
+def check_template(spec, plan, tokenizer) -> None:
+    """Stop (`compile.plan.PlanMismatch`) unless the loaded chat template trains the way the Plan says."""
+    from ragen_cli.compile.plan import check_runs_as_planned
     from ragen_cli.compile.template import check_tokenizer
+    from ragen_cli.rollout.context import trains_per_turn
 
     found = check_tokenizer(spec, tokenizer)
-    if found.stable or plan.turn_rows:
-        return plan
-    print(f"ragen: the chat template {found.why}", file=sys.stderr)
-    return dataclasses.replace(plan, turn_rows=True, template=found.why)
+    check_runs_as_planned(plan, plan.sizes.world_size, trains_per_turn(spec.rollout.update_context, found.stable))
 
 
 def _restore(run: Run) -> None:
