@@ -1,5 +1,5 @@
 """Figures and a table for docs/echo-trap.md: vanilla StarPO against StarPO-S, from the corpus
-copies of the runs (bench/health_corpus/runs), so anyone can redraw them without retraining.
+copies of the runs (the main batch of data/health_corpus/), so anyone can redraw them without retraining.
 
     .venv/bin/python bench/echo_trap.py --env bandit --out docs/figures/echo-trap-bandit.png
 
@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-CORPUS = Path(__file__).parent / "health_corpus" / "runs"
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus  # noqa: E402  (bench/corpus.py, the loader)
+
 PANELS = [("val/{env}/success", "validation success"), ("reward/task_in_group_std", "in-group std (task reward)"),
           ("actor/entropy", "entropy (nats)"), ("collapse/mi_norm", "I(X;Z) / H(X)")]
 VARIANTS = [("s", "StarPO-S", "tab:blue"), ("starpo", "StarPO (no filter)", "tab:red")]
@@ -43,8 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--runs", nargs="+", help="corpus run names to draw, one colour each (default: the two arms)")
     args = ap.parse_args(argv)
-    groups = [([CORPUS / name], name, f"C{k}") for k, name in enumerate(args.runs)] if args.runs else \
-        [(sorted(CORPUS.glob(f"{args.env}-{tag}-seed*")), label, color) for tag, label, color in VARIANTS]
+    runs = corpus.folder("main") / "runs"
+    groups = [([runs / name], name, f"C{k}") for k, name in enumerate(args.runs)] if args.runs else \
+        [(sorted(runs.glob(f"{args.env}-{tag}-seed*")), label, color) for tag, label, color in VARIANTS]
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     print("| run | steps | validation success (step: value) | first warning | first collapse |")
     print("|---|---|---|---|---|")

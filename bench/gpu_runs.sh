@@ -3,11 +3,12 @@
 # (docs/health.md, "Runs on a GPU, fixed before they are made"). Each run is its own `ragen train`
 # process (one in-process rank: DeepSpeed's port is picked free per run) with validation every 2
 # steps on 64 seeds; afterwards each run that wrote metrics is copied into CORPUS
-# (bench/health_corpus.py collect) and OUT gets CORPUS, the run logs and a summary as one tarball.
+# (a folder: bench/health_corpus.py collect) and OUT gets CORPUS, the run logs and a summary as one
+# tarball. Label CORPUS and pack it into data/health_corpus/ with bench/corpus.py pack.
 #
 #   bash bench/gpu_runs.sh LIST CORPUS OUT [--parallel P] [--deadline S] [--python PY]
 #
-# LIST: bench/gpu_runs.txt's format, one run a line: NAME SPEC [--set key=value ...].
+# LIST: data/health_corpus/gpu_runs.txt's format, one run a line: NAME SPEC [--set key=value ...].
 # --parallel: runs at once (default 8), started in the list's order. --deadline: seconds from the
 # start after which running runs are stopped (SIGTERM, then SIGKILL 30 s later) and no run is
 # started (default 540). Runs that never started are named in OUT/summary.txt. The model must be

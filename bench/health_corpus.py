@@ -1,8 +1,8 @@
-"""The health detector against a corpus of real runs (bench/health_corpus/): does it catch every
-run that collapsed, ahead of the collapse, and call no run that learned a collapse?
+"""The health detector against a corpus of real runs (data/health_corpus/, read by bench/corpus.py):
+does it catch every run that collapsed, ahead of the collapse, and call no run that learned a collapse?
 
     .venv/bin/python bench/health_corpus.py                      # table, then one JSON line
-    .venv/bin/python bench/health_corpus.py collect RUN_DIR ...  # copy finished runs in (compact)
+    .venv/bin/python bench/health_corpus.py --corpus DIR collect RUN_DIR ...  # copy finished runs into DIR (compact)
     .venv/bin/python bench/health_corpus.py shortcuts            # each run's shortcut.json (collect writes it)
     .venv/bin/python bench/health_corpus.py label                # labels.json from the rule
     .venv/bin/python bench/health_corpus.py sweep                # how the thresholds were chosen
@@ -13,13 +13,15 @@ run that collapsed, ahead of the collapse, and call no run that learned a collap
     .venv/bin/python bench/health_corpus.py alone                # warnings by the template signal alone, and their I(X;Z) peaks
     .venv/bin/python bench/health_corpus.py zeros                # steps where no episode succeeded after a gain (takes several --corpus)
 
-Every command takes `--corpus DIR` (default: bench/health_corpus) to work on another corpus
-folder, e.g. the fresh runs of docs/health.md "The next runs" in bench/health_corpus_fresh:
+Every command takes `--corpus NAME` (default: main), a batch of data/health_corpus/ (main, fresh,
+fresh2, ..., gpu, gpu2), or `--corpus DIR`, a corpus folder (labels.json, runs/). The commands
+that write (collect, shortcuts, label) take a folder: a new batch, or one unpacked from its archive
+(bench/corpus.py says how), packed into data/health_corpus/ afterwards with `bench/corpus.py pack`:
 
-    .venv/bin/python bench/health_corpus.py --corpus bench/health_corpus_fresh collect RUN_DIR ...
+    .venv/bin/python bench/health_corpus.py --corpus /tmp/fresh14 collect RUN_DIR ...
 
-The replay (no command) takes several: `--corpus bench/health_corpus --corpus
-bench/health_corpus_fresh` judges the runs of both as one corpus.
+The replay (no command) takes several: `--corpus main --corpus fresh` judges the runs of both as
+one corpus.
 
 Labels come from outcomes the detector never reads (docs/health.md, "Labelling rule"): the
 validation success of the training env (v_0 at step 0, best, final), the first action of
@@ -50,8 +52,12 @@ import statistics
 import sys
 from pathlib import Path
 
-DEFAULT_CORPUS = Path(__file__).parent / "health_corpus"
-CORPUS = DEFAULT_CORPUS  # the corpus every command works on; main() sets it from --corpus
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus  # noqa: E402  (bench/corpus.py, the loader)
+
+DEFAULT_CORPUS = "main"
+CORPUS = corpus.folder(DEFAULT_CORPUS)  # the corpus folder every command works on; main() sets it from --corpus
+WRITES = ("collect", "shortcuts", "label")  # the commands that write into the corpus folder
 GAIN = 0.2
 LEARN_Z = 2.0  # standard errors of the final validation success (`fall_z`'s line between a difference and noise)
 SETTLED = 0.85  # 7 of the 8 trajectories a step saves by default
@@ -100,7 +106,6 @@ def write_shortcut(run: Path) -> dict:
     (bench/shortcuts.py; a custom env's module must be importable, e.g. from its project folder)."""
     import yaml
 
-    sys.path.insert(0, str(Path(__file__).parent))
     from shortcuts import best
 
     from ragen_cli.spec.models import RunSpec
@@ -612,15 +617,17 @@ def main(argv: list[str] | None = None) -> int:
                     choices=["evaluate", "collect", "shortcuts", "label", "sweep", "bound", "table", "margins", "alone",
                              "zeros"])
     ap.add_argument("runs", nargs="*", type=Path)
-    ap.add_argument("--corpus", type=Path, action="append",
-                    help="the corpus folder (runs/ and labels.json) to work on; default: bench/health_corpus. "
-                         "The replay takes several and judges their runs as one corpus")
+    ap.add_argument("--corpus", action="append",
+                    help="a batch of data/health_corpus/ (main, fresh, ..., gpu2) or a corpus folder (runs/ and "
+                         "labels.json) to work on; default: main. The replay takes several and judges their runs as one corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus or [DEFAULT_CORPUS]
     if len(corpora) > 1 and args.command not in ("evaluate", "margins", "bound", "alone", "zeros"):
         ap.error(f"{args.command} works on one --corpus; the replay (no command), margins, bound, alone and zeros take several")
+    if args.command in WRITES and corpus.folder(corpora[0]) != Path(corpora[0]):
+        ap.error(f"{args.command} writes into --corpus: give a folder (bench/corpus.py: unpack a batch, pack it back)")
     global CORPUS
-    CORPUS = corpora[0]
+    CORPUS = corpus.folder(corpora[0])
     if args.command == "collect":
         collect(args.runs)
         return 0
@@ -643,7 +650,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from ragen_cli.spec.health_spec import HealthSpec
 
-    labels = [{**lab, "corpus": str(c)} for c in corpora for lab in json.loads((c / "labels.json").read_text())]
+    labels = corpus.labelled(*corpora)
     if args.command == "bound":
         bound(labels)
         return 0

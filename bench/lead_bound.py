@@ -24,7 +24,7 @@ W(c, t) the learning runs with a step (from `first` on) that dominates c at t. T
 computed exactly (a small search). It is a lower bound for the class only: a detector that
 reads other numbers (grad norms, raw levels, the reply text) is not bound by it.
 
-    .venv/bin/python bench/lead_bound.py --corpus bench/health_corpus_fresh8 --corpus ...
+    .venv/bin/python bench/lead_bound.py --corpus fresh8 --corpus ...   # batches of data/health_corpus/, or folders
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import corpus  # noqa: E402
 import health_corpus as hc  # noqa: E402
 
 LEAD = 3  # target 2: a slow collapse warned at least this many steps before its onset
@@ -109,7 +110,8 @@ def held_out(learners: dict[str, list[tuple]], collapses: dict[str, list[tuple]]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", type=Path, action="append", required=True)
+    ap.add_argument("--corpus", action="append", required=True,
+                    help="a batch of data/health_corpus/ (fresh, ..., gpu2) or a corpus folder; several")
     ap.add_argument("--same-family", action="store_true",
                     help="compare each collapse only with learning runs of its own spec family")
     ap.add_argument("--grad", action="store_true", help="read an eighth number: the grad norm's robust z-score")
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     from ragen_cli.spec.health_spec import HealthSpec
 
     cfg = HealthSpec(**{k: v for k, v in (kv.split("=", 1) for kv in args.set)})
-    labels = [{**lab, "corpus": str(c)} for c in args.corpus for lab in json.loads((c / "labels.json").read_text())]
+    labels = corpus.labelled(*args.corpus)
 
     def history(lab: dict) -> list[dict]:
         return thinned(training_history(hc._jsonl(hc.run_dir(lab) / "metrics.jsonl")), hc.default_cadence())

@@ -1,5 +1,5 @@
 """The weight-sync check (rollout/parity.py) against every sync of the real runs kept in the
-health corpora (bench/health_corpus*/runs/*): how far do healthy syncs go, and which syncs did
+health corpora (data/health_corpus/, every batch): how far do healthy syncs go, and which syncs did
 (or would) each form of the check stop?
 
     .venv/bin/python bench/parity_corpus.py
@@ -31,12 +31,15 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import sys
 from pathlib import Path
 
 from ragen_cli.rollout.parity import FP32_RESOLUTION, recent_noise, sync_verdict
 from ragen_cli.spec.models import RolloutSpec
 
-BENCH = Path(__file__).parent
+sys.path.insert(0, str(Path(__file__).parent))
+import corpus  # noqa: E402  (bench/corpus.py, the loader)
+
 FACTOR, THRESHOLD = RolloutSpec().parity_noise_factor, RolloutSpec().parity_threshold  # the defaults: 3, 0.05
 
 
@@ -45,9 +48,14 @@ def old_lag_rule(lag: float, moved: float, unit: float) -> bool:
     return (lag > 0.5 and moved >= 2 * unit) or (lag > 0.25 and moved >= 8 * unit)
 
 
+def run_files(name: str) -> list[Path]:
+    """The file `name` of every run of every corpus batch, batch by batch (sorted by name)."""
+    return [p for b in corpus.batches() for p in sorted(corpus.folder(b).glob(f"runs/*/{name}"))]
+
+
 def syncs() -> list[dict]:
     out = []
-    for path in sorted(BENCH.glob("health_corpus*/runs/*/metrics.jsonl")):
+    for path in run_files("metrics.jsonl"):
         history: list[dict] = []
         for line in path.read_text().splitlines():
             rec = json.loads(line)
@@ -73,7 +81,7 @@ def stops() -> list[dict]:
     """The ParityErrors of the corpora's error events: the stopped sync's numbers, and `recent`
     from the run's metrics up to the event's step (the last finished one)."""
     out = []
-    for path in sorted(BENCH.glob("health_corpus*/runs/*/events.jsonl")):
+    for path in run_files("events.jsonl"):
         for line in path.read_text().splitlines():
             event = json.loads(line)
             error = event.get("error") or ""

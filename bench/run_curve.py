@@ -1,6 +1,6 @@
 """A run's curve as a PNG, from its metrics.jsonl: one panel per metric, per step.
 
-    .venv/bin/python bench/run_curve.py bench/runs/webshop-window --out docs/figures/webshop-run.png
+    .venv/bin/python bench/run_curve.py data/webshop-window --out docs/figures/webshop-run.png
     .venv/bin/python bench/run_curve.py RUN_DIR --out curve.png --keys "val/*/success,reward/task_mean"
 
 A key may hold one `*` (matched against the run's metric names, e.g. every validation env's

@@ -1,4 +1,4 @@
-"""The committed corpus of real runs (bench/health_corpus): its labels follow the written rule,
+"""The committed corpus of real runs (data/health_corpus/, read by bench/corpus.py): its labels follow the written rule,
 and the detector's summary on it is the one docs/health.md reports."""
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ def _bench():
 
 def _relabelled(name: str):
     """(bench module, corpus folder, committed labels, labels by run name less the corpus prefix)
-    of held-out corpus `bench/health_corpus_<name>`, after checking its labels follow the rule."""
+    of held-out batch `name` of data/health_corpus/, after checking its labels follow the rule."""
     hc = _bench()
-    corpus = BENCH.parent / f"health_corpus_{name}"
+    corpus = hc.corpus.folder(name)
     committed = json.loads((corpus / "labels.json").read_text())
     assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
     return hc, corpus, committed, {lab["run"].removeprefix(f"{name}-"): lab for lab in committed}
@@ -69,7 +69,7 @@ def test_detector_on_the_corpus():
 
 def test_fresh_corpus_labels_and_a_replay_of_both_corpora_as_one():
     hc = _bench()
-    fresh = BENCH.parent / "health_corpus_fresh"
+    fresh = hc.corpus.folder("fresh")
     committed = json.loads((fresh / "labels.json").read_text())
     assert [hc.label(fresh / "runs" / lab["run"]) for lab in committed] == committed
     both = [{**lab, "corpus": str(c)} for c in (hc.CORPUS, fresh) for lab in json.loads((c / "labels.json").read_text())]
@@ -81,7 +81,7 @@ def test_fresh_corpus_labels_and_a_replay_of_both_corpora_as_one():
 
 def test_table_has_a_row_per_run_with_its_label(capsys):
     hc = _bench()
-    fresh = BENCH.parent / "health_corpus_fresh"
+    fresh = hc.corpus.folder("fresh")
     assert hc.main(["--corpus", str(fresh), "table"]) == 0
     rows = capsys.readouterr().out.splitlines()[2:]
     labels = json.loads((fresh / "labels.json").read_text())
@@ -94,7 +94,7 @@ def test_alone_lists_the_template_only_warnings_the_default_no_longer_gives(caps
     seed 118 at steps 8-11 (peaks 0.121 and 0.122, docs/health.md), seed 111 at 13-14; under the
     defaults (0.2) none of those steps is a warning on the template signal alone."""
     hc = _bench()
-    corpora = [BENCH.parent / f"health_corpus_{c}" for c in ("fresh4", "fresh6")]
+    corpora = ["fresh4", "fresh6"]
     assert hc.main(["alone", *(a for c in corpora for a in ("--corpus", str(c)))]) == 0
     lines = capsys.readouterr().out.splitlines()
     found = [(line.split()[0].split("-seed")[1], int(line.split()[3]), line.split()[-1]) for line in lines]
@@ -103,8 +103,8 @@ def test_alone_lists_the_template_only_warnings_the_default_no_longer_gives(caps
     from ragen_cli.monitor.replay import replay
     from ragen_cli.spec.health_spec import HealthSpec
 
-    for run in ("fresh4/runs/fresh4-bandit-s-bf16-seed23", "fresh6/runs/fresh6-bandit-s-fp32-seed118"):
-        t = replay(BENCH.parent / f"health_corpus_{run}", HealthSpec(), collapse_every=hc.default_cadence())
+    for batch, run in (("fresh4", "fresh4-bandit-s-bf16-seed23"), ("fresh6", "fresh6-bandit-s-fp32-seed118")):
+        t = replay(hc.corpus.run(batch, run), HealthSpec(), collapse_every=hc.default_cadence())
         assert all(v.level == "healthy" for v in t.verdicts)
 
 
@@ -115,7 +115,7 @@ def test_zeros_lists_the_steps_no_episode_succeeded_after_a_gain(capsys):
     .015 <= .023: wiped_out. None of the tuned corpus's 35 runs has such a step (the Bandit ones
     never gain 0.1 before a zero; seed 4 of `bandit-s-lr175e4` has its zero after a gain of 0.03)."""
     hc = _bench()
-    corpora = [BENCH.parent / "health_corpus", BENCH.parent / "health_corpus_fresh8"]
+    corpora = ["main", "fresh8"]
     assert hc.main(["zeros", *(a for c in corpora for a in ("--corpus", str(c)))]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].split()[:2] == ["fresh8-larger16x-fp32-seed131", "collapse"]
@@ -242,13 +242,13 @@ def test_thinned_keeps_collapse_metrics_on_the_cadence_only():
 
 
 def test_gpu_corpus_labels_and_its_gain_then_loss_runs():
-    """The GPU batches (bench/gpu_runs.txt and gpu_runs_vanilla.txt, made on an H200): labels
+    """The GPU batches (data/health_corpus/gpu_runs.txt and gpu_runs_vanilla.txt, made on an H200): labels
     follow the rule; by hand from the validation series, 16x seeds 83 (0.64 -> 0.00 at step 30),
     85 (0.56 -> 0.00 from 10) and 86 (0.69 -> 0.19 at 20, 0.00 from 22) gained at least 0.2 and
     stayed under half of it from the onset; the two vanilla Bandit runs at 2e-5 never passed
     0.03 (none); the other thirteen keep a gain of at least 0.2."""
     hc = _bench()
-    gpu = BENCH.parent / "health_corpus_gpu"
+    gpu = hc.corpus.folder("gpu")
     committed = json.loads((gpu / "labels.json").read_text())
     assert [hc.label(gpu / "runs" / lab["run"]) for lab in committed] == committed
     assert len(committed) == 18 and {lab["run"] for lab in committed} == {p.name for p in (gpu / "runs").iterdir()}
@@ -345,7 +345,7 @@ def test_fresh2_corpus_held_out_for_the_shortcut_label_and_the_warmup():
     number's 0.5625 + 2 sqrt(f (1 - f) / 64) (0.687 and 0.683): shortcut; 4x seed 78 answers the
     second number (0.4375) from step 4: shortcut."""
     hc = _bench()
-    corpus = BENCH.parent / "health_corpus_fresh2"
+    corpus = hc.corpus.folder("fresh2")
     committed = json.loads((corpus / "labels.json").read_text())
     assert [hc.label(corpus / "runs" / lab["run"]) for lab in committed] == committed
     by = {lab["run"].removeprefix("fresh2-"): lab for lab in committed}
@@ -373,8 +373,7 @@ def test_converged_learners_at_solved_one_are_not_called_collapsed():
     from ragen_cli.spec.health_spec import HealthSpec
 
     hc = _bench()
-    runs = [BENCH.parent / "health_corpus_fresh" / "runs" / "fresh-larger4x-bf16-seed73",
-            BENCH.parent / "health_corpus_gpu" / "runs" / "gpu-vanilla-larger4x-seed203"]
+    runs = [hc.corpus.run("fresh", "fresh-larger4x-bf16-seed73"), hc.corpus.run("gpu", "gpu-vanilla-larger4x-seed203")]
     strict = [replay(run, HealthSpec(solved=1.0), collapse_every=hc.default_cadence()) for run in runs]
     for run, t in zip(runs, strict):
         assert t.first_collapse() is None and t.first_warning() is not None
@@ -582,7 +581,7 @@ def test_fresh9_corpus_held_out_for_wiped_out():
 
 
 def test_gpu2_corpus_bf16_on_an_h200():
-    """The twenty-third session's GPU batch (docs/health.md, bench/gpu_runs_gpu2.txt), listed before
+    """The twenty-third session's GPU batch (docs/health.md, data/health_corpus/gpu_runs_gpu2.txt), listed before
     it was made, bf16 on one H200 with the HF rollout backend, 8 runs at once, stopped at a
     deadline. By hand from the committed copies: vanilla StarPO on `larger` seeds 151 and 152
     learned (validation 0.02 -> 1.00), StarPO-S `larger` 4x seeds 153 and 156 too (0.95, 1.00, above

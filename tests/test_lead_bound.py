@@ -57,7 +57,7 @@ def _history(corpus: str, run: str):
     lb = _bound()
     from ragen_cli.monitor.replay import thinned, training_history
 
-    path = BENCH / f"health_corpus_{corpus}" / "runs" / run / "metrics.jsonl"
+    path = lb.corpus.run(corpus, run) / "metrics.jsonl"
     return thinned(training_history(lb.hc._jsonl(path)), lb.hc.default_cadence())
 
 
@@ -84,8 +84,7 @@ def test_targets_1_and_2_exclude_each_other_on_the_held_out_corpora(capsys):
     lb = _bound()
     # the fourteen held-out corpora the bound was first read on (docs/health.md); later ones can only raise it
     names = ["fresh", *(f"fresh{i}" for i in range(2, 13)), "gpu", "gpu2"]
-    corpora = [BENCH / f"health_corpus_{n}" for n in names]
-    args = [a for c in corpora for a in ("--corpus", str(c))]
+    args = [a for n in names for a in ("--corpus", n)]
     assert lb.main(args) == 0
     out = capsys.readouterr().out
     got = json.loads(out.splitlines()[-1])

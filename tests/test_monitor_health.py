@@ -476,7 +476,7 @@ def test_a_held_gain_is_progress():
 
 
 def test_no_episode_succeeding_where_that_is_improbable_is_a_collapse_beside_one_signal():
-    # A run that breaks instead of narrowing (as `larger` 16x seed 131 in bench/health_corpus_fresh8):
+    # A run that breaks instead of narrowing (as `larger` 16x seed 131 in batch fresh8 of data/health_corpus/):
     # success 0.1 t up to 0.6 at step 6, 0.6 to step 15, 0.45 and 0.4 at 16-17, 0 from 18, over 8
     # groups a step; the in-group std (0.4) falls to 0 with it; entropy and bigrams stay (garbage
     # is as varied). The limit: the one-sided normal tail of fall_z 2, erfc(2 / sqrt 2) / 2 = .02275.

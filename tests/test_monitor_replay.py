@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -10,7 +11,10 @@ from typer.testing import CliRunner
 from ragen_cli.cli import app
 from ragen_cli.monitor.rundir import RunDir
 
-CORPUS = Path(__file__).resolve().parents[1] / "bench" / "health_corpus" / "runs"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import corpus  # noqa: E402  (bench/corpus.py, the loader of data/health_corpus/)
+
+CORPUS = corpus.folder("main") / "runs"
 
 
 def _run(tmp_path: Path, spec: str = "name: r\n") -> RunDir:

@@ -28,5 +28,5 @@ def test_points_match_a_star_and_skip_missing_steps():
 def test_draws_the_committed_webshop_run(tmp_path):
     rc = _bench()
     out = tmp_path / "c.png"
-    assert rc.main([str(ROOT / "bench" / "runs" / "webshop-window"), "--out", str(out)]) == 0
+    assert rc.main([str(ROOT / "data" / "webshop-window"), "--out", str(out)]) == 0
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
