@@ -1,5 +1,5 @@
 """Subprocess script for tests/test_sync_parity.py: a real 2-step run (tiny-random, vLLM engine in
-this process, DeepSpeed, fp32, LoRA merged sync), with the real weight sync (`none`) or one that
+this process, DeepSpeed, LoRA merged sync), with the real weight sync (`none`) or one that
 pushes only layer 0's weights from step 2 on (`half`, injected at `sync.push_weights`). Prints
 one JSON line: the error type (or null) and the run directory. Its own process: an in-process
 vLLM engine must not share one with other tests' imports.
@@ -7,8 +7,8 @@ vLLM engine must not share one with other tests' imports.
     python tests/sync_fault_run.py OUT_DIR none|half|stale [fp32|bf16]
     python tests/sync_fault_run.py OUT_DIR none,half        # both runs, into OUT_DIR/none and OUT_DIR/half
 
-`stale`: no weight sync at all from step 2 on. The precision defaults to fp32 (the test's);
-bf16 was run by hand for docs/experiments/parity-bf16.md. Several faults run one after the other
+`stale`: no weight sync at all from step 2 on. The precision defaults to fp32; the tests run
+both (bf16: a bf16 trainer whose merged LoRA an fp32 engine serves). Several faults run one after the other
 in this process, each run's engine closed before the next opens (a second engine starts in a
 few seconds: its imports are done); one RESULT line each, with its fault.
 """
