@@ -15,7 +15,7 @@ from ragen_cli.cli import app
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
-INDEXES = [README, DOCS / "README.md", DOCS / "experiments" / "README.md", DOCS / "health.md"]
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -77,7 +77,7 @@ def test_docs_index_reaches_every_page():
     assert logs <= listed, f"not in docs/experiments/README.md: {sorted(logs - listed)}"
 
 
-@pytest.mark.parametrize("page", INDEXES, ids=[str(p.relative_to(ROOT)) for p in INDEXES])
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_relative_links_resolve(page: Path):
     for target in LINK.findall(page.read_text()):
         if re.match(r"[a-z]+:", target):
