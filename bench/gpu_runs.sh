@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Training runs of a fixed list on one GPU machine, several at once, stopped at a deadline
-# (docs/health.md, "Runs on a GPU, fixed before they are made"). Each run is its own `ragen train`
+# (docs/experiments/health-history.md, "Runs on a GPU, fixed before they are made"). Each run is its own `ragen train`
 # process (one in-process rank: DeepSpeed's port is picked free per run) with validation every 2
 # steps on 64 seeds; afterwards each run that wrote metrics is copied into CORPUS
 # (a folder: bench/health_corpus.py collect) and OUT gets CORPUS, the run logs and a summary as one

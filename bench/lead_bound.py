@@ -1,5 +1,5 @@
 """How many learning runs must any detector of a broad class warn, to warn every slow collapse 3
-steps ahead? The bound behind target 2 of docs/health.md (collapses with onset >= 8 warned at
+steps ahead? The bound behind target 2 of the health detector (docs/experiments/health-history.md; collapses with onset >= 8 warned at
 least 3 steps early) against target 1 (at most 2 learning runs warned).
 
 The class: detectors that read, at each step, seven numbers, and warn more the lower each is
