@@ -45,7 +45,7 @@ def probe_sets(engine, tok, rows: int, tokens: int, window: int):
     `window` tokens as the run's probe cuts them (`rollout.parity_window`; 0: whole rows)."""
     from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.spec.models import EnvRef, RolloutSpec
-    from ragen_cli.train.stages import _window_start
+    from ragen_cli.train.probe import window_start as _window_start
 
     rollout = RolloutSpec(temperature=1.0, max_turns=1, max_tokens_per_turn=32, think=False)
     trajs = run_rollouts(engine, tok, EnvRef(name="bandit"), list(range(rows)), 1, rollout, 2048, 0)

@@ -11,7 +11,7 @@ import torch
 from ragen_cli.monitor.collapse import cross_stats, prompt_entropy, spread_sample
 from ragen_cli.rollout.driver import answer_start
 from ragen_cli.rollout.types import Trajectory
-from ragen_cli.train.stages import in_group_std
+from ragen_cli.train.step_metrics import in_group_std
 from ragen_cli.train.cross_score import common_prefix, cross_matrix, first_turn, pairs, reply_logprobs
 
 LOG2 = math.log(2)

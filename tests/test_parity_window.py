@@ -1,4 +1,4 @@
-"""The parity probe's sequences (`train.stages.probe_rows`, `probe_windows`): each probe row cut
+"""The parity probe's sequences (`train.probe.probe_rows`, `probe_windows`): each probe row cut
 to its last `rollout.parity_window` tokens, the sampled tokens in that window compared. Values
 worked out by hand on two small rows."""
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from ragen_cli.train.batch import collate
-from ragen_cli.train.stages import probe_rows, probe_windows
+from ragen_cli.train.probe import probe_rows, probe_windows
 
 
 def _traj(n: int, sampled: list[int], group: int):

@@ -115,7 +115,7 @@ def test_forward_tokens_count_a_shared_prompt_once():
 
 
 def test_engine_tokens_count_every_distinct_prefix_once():
-    from ragen_cli.train.stages import engine_tokens
+    from ragen_cli.train.step_metrics import engine_tokens
 
     # [1,2,3] and [1,2,4,5] share [1,2]: 3 + 4 - 2 = 5; [6,7] shares nothing: + 2 = 7
     assert engine_tokens([[1, 2, 3], [1, 2, 4, 5], [6, 7]]) == 7

@@ -180,7 +180,7 @@ def _sync_on_rank(rank: int, port: int, out, broken: int | None) -> None:
     import torch.distributed as dist
 
     from ragen_cli.rollout.parity import ParityError, judge_sync
-    from ragen_cli.train.stages import agreed_sync
+    from ragen_cli.train.sync import agreed_sync
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     old, new, jitter = [-1.0] * 4, [-1.5] * 4, [0.01, -0.01, 0.01, -0.01]
@@ -190,7 +190,7 @@ def _sync_on_rank(rank: int, port: int, out, broken: int | None) -> None:
     run = SimpleNamespace(rank=rank, world=2, spec=SimpleNamespace(
         rollout=SimpleNamespace(parity_threshold=0.05, parity_noise_factor=3.0)))
     try:
-        got = agreed_sync(run, check)
+        got = agreed_sync(check, rank, 2, run.spec.rollout)
         out.put((rank, check.verdict, "passed", round(got.gap, 4)))
     except ParityError as exc:
         out.put((rank, check.verdict, "ParityError", str(exc)[:60]))

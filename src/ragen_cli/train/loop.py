@@ -28,7 +28,7 @@ from pathlib import Path
 from ragen_cli.envs.base import EnvFailure
 from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
-from ragen_cli.train import stages
+from ragen_cli.train import stages, step_metrics
 from ragen_cli.train import sync as weight_sync
 from ragen_cli.train.batch import collate, forward_tokens
 from ragen_cli.train.runtime import (Run, apply_decision, best_metric, health_decision, log_validation, new_best,
@@ -50,9 +50,9 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     kept, fstats = stages.select_kept(trajs, a.filter, run.state.keep_ratio)
     run.state.empty_steps = 0 if kept else run.state.empty_steps + 1
     # template-collapse metrics: every reply of the step under every state, before the update
-    metrics.update(stages.collapse_metrics(run, trajs, step))
-    metrics.update(stages.reward_stats(trajs))
-    metrics.update(stages.diversity_stats(trajs))
+    metrics.update(step_metrics.collapse_metrics(run, trajs, step))
+    metrics.update(step_metrics.reward_stats(trajs))
+    metrics.update(step_metrics.diversity_stats(trajs))
     metrics.update({
         "filter/in_group_std_before": fstats["in_group_std_before"],
         "filter/in_group_std_after": fstats["in_group_std_after"],
@@ -60,7 +60,7 @@ def train_step(run: Run, step: int) -> dict[str, float]:
         "filter/empty_steps": run.state.empty_steps,
     })
     if run.rank == 0:
-        run.rundir.write_trajectories(step, stages.sample_records(trajs, spec.monitor.trajectories_per_step))
+        run.rundir.write_trajectories(step, step_metrics.sample_records(trajs, spec.monitor.trajectories_per_step))
     if not kept:  # nothing kept, nothing to learn from: no update, the engine keeps serving these weights
         metrics["timing/step_s"] = time.perf_counter() - t_step
         return metrics
@@ -79,10 +79,10 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     # 5. updates on this process's share of the kept rows (first: the probe's trainer and engine
     # log-probs with the weights both hold, what the sync's parity probe is judged against)
     t_parity = time.perf_counter()
-    parity = stages.parity_baseline(run, batch)
+    parity = run.sync.baseline(batch)
     parity_s = time.perf_counter() - t_parity
     t_update = time.perf_counter()
-    weight_sync.engine_sleep(run)  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
+    run.sync.sleep()  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
     local = batch.rows(mine)
 
     def part(x):
@@ -94,16 +94,16 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     if engines.critic is not None:
         critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows,
                                      run.state.lr_scale)
-        metrics.update(stages.critic_stats(old["values"], returns, batch.mask))
+        metrics.update(step_metrics.critic_stats(old["values"], returns, batch.mask))
     update_s = time.perf_counter() - t_update
     # 6. sync the new weights into the rollout engine and check it serves them
-    weight_sync.engine_wake(run)
+    run.sync.wake()
     metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
     t_parity = time.perf_counter()
-    metrics.update(stages.parity_probe(run, batch, parity))
+    metrics.update(run.sync.probe(parity, run.state.history))
     metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity
     # 7. metrics
-    metrics.update(stages.rank_mean(run, stages.update_metrics(actor_stats, critic_stats)))
+    metrics.update(step_metrics.rank_mean(run, step_metrics.update_metrics(actor_stats, critic_stats)))
     metrics.update({
         "timing/update_s": update_s,
         "perf/update_tokens_per_s": batch.tokens * passes(spec) / max(update_s, 1e-9),
@@ -151,7 +151,7 @@ def train(spec, plan, run_dir, resume: bool = False) -> dict:
                     summary["stopped"] = True
                     break
         run.event("end", run.state.step, stopped=summary["stopped"], interrupted=stop.requested,
-                  rank_checksums=stages.rank_checksums(run), best_step=run.state.best_step,
+                  rank_checksums=step_metrics.rank_checksums(run), best_step=run.state.best_step,
                   best_value=run.state.best_value)
         if run.state.best_step is not None:
             run.say(f"ragen: best {best_metric(spec)} {run.state.best_value:.3f} at step {run.state.best_step}: "

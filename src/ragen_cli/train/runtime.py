@@ -3,8 +3,6 @@ takes between steps: logging, validation, health decisions, checkpoints."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,8 +48,7 @@ class Run:
     rank: int
     world: int
     state: RunState
-    scratch: Path
-    ledger: Any = None  # train.sync.SyncLedger: the weights as of the last sync
+    sync: Any  # train.sync.WeightSync: the rollout engine's copy of the weights, sleep/wake, parity probe
     tracker: HealthTracker = field(default_factory=HealthTracker)
     sinks: list = field(default_factory=list)  # TensorBoard / W&B (train/sinks.py); rank 0 only
 
@@ -82,8 +79,8 @@ class Run:
         return path
 
     def checksum(self) -> float:
-        """Checksum of this process's trainable actor parameters (stages.rank_checksums)."""
-        from ragen_cli.train.stages import rank_checksums
+        """Checksum of this process's trainable actor parameters (step_metrics.rank_checksums)."""
+        from ragen_cli.train.step_metrics import rank_checksums
 
         return rank_checksums(self)[self.rank]
 
@@ -97,7 +94,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.backend import make_backend
     from ragen_cli.train.engine import build_engines, init_distributed
-    from ragen_cli.train.sync import SyncLedger
+    from ragen_cli.train.sync import WeightSync
 
     rank, world = init_distributed(plan.env)
     rundir = RunDir(run_dir)
@@ -113,9 +110,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
                            lora_adapters=plan.lora_sync == "adapter", engine_args=plan.vllm,
                            weight_sync=plan.weight_sync)
     run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
-              Path(tempfile.mkdtemp(prefix="ragen-sync-")))
-    run.ledger = SyncLedger(plan.lora_sync, plan.placement["rollout"]["dtype"])
-    run.ledger.start(policy)  # the engine starts on the weights the trainer starts with
+              WeightSync.for_run(spec, plan, engines.actor, backend, rank, world))
     if resume:
         _restore(run)
     if rank == 0:
@@ -179,7 +174,7 @@ def new_best(run: Run, step: int, metrics: dict[str, float]) -> bool:
 
 
 def teardown(run: Run) -> None:
-    shutil.rmtree(run.scratch, ignore_errors=True)
+    run.sync.close()
     for sink in run.sinks:
         sink.close()
     close = getattr(run.backend, "close", None)

@@ -1,19 +1,18 @@
-"""The pieces of one training step that are not maths: rollouts across processes, scoring with
-the trainer's models, the parity probe of the weight sync (the sync itself: train/sync.py), and the step's metrics."""
+"""The pieces of one training step that are not maths: seeds, rollouts across processes, the
+StarPO-S filter, scoring with the trainer's models, the update's rows and advantages. The weight
+sync with its parity probe is train/sync.py; the step's metrics are train/step_metrics.py."""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import torch
 
 from ragen_cli.algos.advantages import ADVANTAGES, AdvantageInputs
-from ragen_cli.algos.losses import explained_variance
 from ragen_cli.train.batch import Batch, collate, score
 from ragen_cli.train.engine import ref_context
+from ragen_cli.train.step_metrics import engine_tokens
 from ragen_cli.train.turn_rows import RowMap, turn_rows
-from ragen_cli.train.validate import chose_high_ev_share
 
 
 def step_seeds(cursor: int, groups: int) -> list[int]:
@@ -53,21 +52,6 @@ def gather_rollouts(run, seeds: list[int], step: int):
     # rank 0's metrics speak for the whole batch (the health verdict reads them)
     return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds),
                    "perf/rollout_tokens": engine_tokens([t.input_ids for t in trajs])}
-
-
-def engine_tokens(seqs: list[list[int]]) -> int:
-    """Tokens a rollout engine with a prefix cache runs for these trajectories: every distinct
-    token prefix once (the size of their token trie: a prompt shared by samples, or by groups
-    up to where their states differ, runs once). In sorted order a sequence shares the most with
-    the one before it, so the trie adds its length less that common prefix."""
-    total, prev = 0, []
-    for ids in sorted(seqs):
-        lcp = 0
-        while lcp < min(len(ids), len(prev)) and ids[lcp] == prev[lcp]:
-            lcp += 1
-        total += len(ids) - lcp
-        prev = ids
-    return total
 
 
 def single_pass(spec, rows: int, mini_rows: int) -> bool:
@@ -117,109 +101,6 @@ def advantages(spec, episodes: Batch, values, rowmap: RowMap | None = None) -> t
                                      values=values, turn_level=a.turn_rewards)
     adv, returns = ADVANTAGES[a.adv_estimator](inp, a)
     return (adv, returns) if rowmap is None else (rowmap.to_rows(adv), rowmap.to_rows(returns))
-
-
-def critic_stats(values, returns, mask) -> dict[str, float]:
-    return {"critic/explained_var": explained_variance(values, returns, mask)}
-
-
-def probe_rows(batch: Batch, min_tokens: int, window: int = 0) -> list[int]:
-    """The parity probe's rows: from the start of the batch until their probe windows
-    (`probe_windows`) hold at least `min_tokens` sampled tokens (`rollout.parity_tokens`), or
-    every row with any."""
-    rows, total = [], 0
-    lengths = batch.attention_mask.sum(-1).tolist()
-    for r, n in enumerate(lengths):
-        count = int(batch.mask[r, _window_start(int(n), window): int(n) - 1].sum().item())
-        if count > 0:
-            rows.append(r)
-            total += count
-        if total >= min_tokens:
-            break
-    return rows
-
-
-def _window_start(n: int, window: int) -> int:
-    """First token of the probe window of a row of `n` tokens: its last `window` (0: all)."""
-    return max(0, n - window) if window > 0 else 0
-
-
-def probe_windows(batch: Batch, rows: list[int], window: int) -> Batch:
-    """The probe's sequences: of each row in `rows`, its last `window` tokens (0: the whole row),
-    with the row's sampled tokens in them as the tokens to compare (`rollout.parity_window`). The
-    probe asks whether both sides compute the same function, which any input shows; a window
-    spares the engine the row's long prompt, whose every position `prompt_logprobs` scores."""
-    sub = batch.rows(rows)
-    if window <= 0:
-        return sub
-    lengths = [int(n) for n in sub.attention_mask.sum(-1).tolist()]
-    starts = [_window_start(n, window) for n in lengths]
-    W = max(n - s for n, s in zip(lengths, starts))
-    ids = torch.zeros(len(rows), W, dtype=sub.input_ids.dtype)
-    attn = torch.zeros(len(rows), W, dtype=sub.attention_mask.dtype)
-    mask = torch.zeros(len(rows), W - 1, dtype=sub.mask.dtype)
-    logp = torch.zeros(len(rows), W - 1, dtype=sub.sample_logp.dtype)
-    for i, (n, s) in enumerate(zip(lengths, starts)):
-        ids[i, : n - s], attn[i, : n - s] = sub.input_ids[i, s:n], 1
-        mask[i, : n - s - 1], logp[i, : n - s - 1] = sub.mask[i, s : n - 1], sub.sample_logp[i, s : n - 1]
-    # one group: the windows run as one forward (they share no prompt; per-group parts would be
-    # one forward call per row)
-    return Batch(ids, attn, mask, logp, [[] for _ in rows], [[] for _ in rows], [0] * len(rows))
-
-
-@dataclass(frozen=True)
-class ParityBaseline:
-    """The probe before the update: its sequences, and trainer and engine log-probs of their
-    sampled tokens while both hold the same weights."""
-
-    probe: Batch
-    trainer: list[float]
-    engine: list[float]
-
-
-def probe_logprobs(run, probe: Batch) -> tuple[list[float], list[float]]:
-    """(trainer, engine) log-probs of the sampled tokens of the probe's sequences, in row order."""
-    trainer = score(run.engines.actor, probe, run.spec.train.micro_batch, share_prefix=run.spec.train.share_prefix)
-    t_out: list[float] = []
-    e_out: list[float] = []
-    for i in range(len(probe)):
-        n = int(probe.attention_mask[i].sum().item())
-        on = probe.mask[i, : n - 1].bool()
-        t_out += trainer[i, : n - 1][on].tolist()
-        e_out += torch.tensor(run.backend.score(probe.input_ids[i, :n].tolist()))[on].tolist()
-    return t_out, e_out
-
-
-def parity_baseline(run, batch: Batch) -> ParityBaseline:
-    """Before the update: both sides on the probe's sequences with the same weights
-    (rollout/parity.py)."""
-    r = run.spec.rollout
-    probe = probe_windows(batch, probe_rows(batch, r.parity_tokens, r.parity_window), r.parity_window)
-    return ParityBaseline(probe, *probe_logprobs(run, probe))
-
-
-def parity_probe(run, batch: Batch, base: ParityBaseline) -> dict[str, float]:
-    """The probe's rows after the sync, judged against the baseline (rollout/parity.py) -> the sync metrics."""
-    from ragen_cli.rollout.parity import judge_sync, recent_noise
-
-    r = run.spec.rollout
-    trainer_new, engine_after = probe_logprobs(run, base.probe)
-    check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
-                       r.parity_noise_factor, recent_noise(run.state.history))
-    return agreed_sync(run, check).metrics()
-
-
-def agreed_sync(run, check):
-    """This rank's `check` once every rank has passed its own (`parity.ruling`: all ranks raise
-    the same ParityError, naming the rank whose engine failed, or none does)."""
-    from ragen_cli.rollout.parity import check_sync, ruling
-
-    r, checks = run.spec.rollout, [check] * run.world
-    if run.world > 1:
-        torch.distributed.all_gather_object(checks, check)
-    bad = ruling(checks, run.rank)
-    check_sync(checks[bad], r.parity_threshold, r.parity_noise_factor, rank=bad if run.world > 1 else None)
-    return check
 
 
 def filter_rewards(trajs, which: str) -> torch.Tensor:
@@ -272,102 +153,3 @@ def filter_exhausted(spec, empty_steps: int, success: float | None = None) -> st
                          "or a higher keep_ratio; the best checkpoint is kept (checkpoint.keep_best)."))
     return why + ("Every group's score was zero or below the threshold; lower algorithm.filter.value, set "
                   "include_zero: true, or look at the replies (ragen watch) for why rewards never differ within a group.")
-
-
-def in_group_std(values: list[float], groups: list[int]) -> float:
-    """Mean over groups of the population std of a group's values (the filter's definition)."""
-    from ragen_cli.algos.masked import group_index, group_moments
-
-    _, inverse, num_groups = group_index(torch.tensor(groups))
-    return group_moments(torch.tensor(values, dtype=torch.float64), inverse, num_groups, unbiased=False)[2].mean().item()
-
-
-def reward_stats(trajs) -> dict[str, float]:
-    r = torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64)
-    task = [t.task_reward for t in trajs]
-    out = {"reward/mean": r.mean().item(), "reward/std": r.std(unbiased=False).item(),
-           "reward/min": r.min().item(), "reward/max": r.max().item(),
-           "reward/task_mean": sum(task) / len(task),
-           "reward/task_in_group_std": in_group_std(task, [t.group for t in trajs])}
-    high = chose_high_ev_share(trajs)
-    if high is not None:
-        out["train/chose_high_ev"] = high
-    return out
-
-
-def collapse_metrics(run, trajs, step: int) -> dict[str, float]:
-    """The template-collapse metrics (monitor/collapse.py) on this step's rollouts, every
-    `monitor.collapse.every` steps; scored with the actor before its update."""
-    from ragen_cli.monitor.collapse import cross_stats
-    from ragen_cli.train.cross_score import cross_matrix, pairs
-
-    cfg = run.spec.monitor.collapse
-    if cfg.every == 0 or step % cfg.every:
-        return {}
-    start = time.perf_counter()
-    prompts, weights, replies, own = pairs(trajs, cfg.replies, cfg.groups)
-    if len(prompts) < 2 or not replies:
-        return {}
-    cross = cross_matrix(run.engines.actor.module, prompts, replies, run.rank, run.world)
-    return {**cross_stats(cross, own, weights), "timing/collapse_s": time.perf_counter() - start}
-
-
-def diversity_stats(trajs) -> dict[str, float]:
-    from ragen_cli.monitor.diversity import distinct_n, identical_share
-
-    replies = [turn.reply for t in trajs for turn in t.turns]
-    out = {"diversity/distinct_2": distinct_n(replies, 2), "diversity/identical_share": identical_share(replies)}
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
-    """Rename the update's stats into the metrics table's names."""
-    out = {
-        "actor/entropy": actor.get("entropy"), "actor/answer_entropy": actor.get("answer_entropy"),
-        "actor/grad_norm": actor.get("grad_norm"),
-        "actor/clip_frac_low": actor.get("clipfrac_low"), "actor/clip_frac_high": actor.get("clipfrac_high"),
-        "actor/approx_kl": actor.get("approx_kl"), "actor/policy_loss": actor.get("policy_loss"),
-        "actor/lr": actor.get("lr"),
-    }
-    if "kl_ref" in actor:
-        out["actor/kl_ref"] = actor["kl_ref"]
-    if "is_truncated_frac" in actor:
-        out["actor/is_truncated_frac"] = actor["is_truncated_frac"]
-        out["actor/is_weight_mean"] = actor["is_weight_mean"]
-    if critic is not None:
-        out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
-                    "critic/lr": critic.get("lr")})
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def rank_mean(run, stats: dict[str, float]) -> dict[str, float]:
-    """The mean over processes of each update stat (each rank trains on its share of the rows;
-    a stat a rank lacks, e.g. answer entropy without answer tokens, is averaged over the others),
-    so rank 0's metrics, and the health verdict read from them, speak for the whole batch."""
-    if run.world == 1:
-        return stats
-    parts: list = [None] * run.world
-    torch.distributed.all_gather_object(parts, stats)
-    keys = {k for part in parts for k in part}
-    return {k: sum(p[k] for p in parts if k in p) / sum(k in p for p in parts) for k in sorted(keys)}
-
-
-def sample_records(trajs, k: int) -> list[dict]:
-    """`k` trajectories spread evenly over the batch (all groups represented), as JSON records."""
-    if k <= 0 or not trajs:
-        return []
-    stride = max(1, len(trajs) // k)
-    return [t.to_record(with_tokens=False) for t in trajs[::stride][:k]]
-
-
-def rank_checksums(run) -> list[float]:
-    """A checksum of the actor's trainable parameters from every process (equal when the ranks
-    stayed in lockstep); [own] for a single process."""
-    with torch.no_grad():
-        params = [p for p in run.engines.actor.module.parameters() if p.requires_grad]
-        own = float(sum(p.double().sum() + (p.double() ** 2).sum() for p in params))
-    if run.world == 1:
-        return [own]
-    out: list = [None] * run.world
-    torch.distributed.all_gather_object(out, own)
-    return out

@@ -1,5 +1,8 @@
-"""The weight sync: pushing the trainer's weights to the rollout engine (`push_weights`, with the
-engine's sleep and wake around the update), and what reaches it, measured on the weights themselves.
+"""The weight sync: `WeightSync`, the one object between the trainer's weights and the rollout
+engine. It owns the Plan's `lora_sync` (full weights, the adapter, or the adapter merged), the
+engine's sleep and wake around the update (`plan.vllm_sleep`), the push, the parity probe of
+what the engine then serves (rollout/parity.py judges it; train/probe.py picks its sequences),
+and the ledger that measures what reached the engine on the weights themselves.
 
 The parity probe (rollout/parity.py) asks whether the engine's log-probs moved with the
 trainer's; in bf16 an update's log-prob move is about the size of the kernels' noise, so it
@@ -19,13 +22,18 @@ on SmolLM2-135M's first updates (docs/experiments/bf16-sync.md), which is why
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from ragen_cli.train.batch import Batch, score
 from ragen_cli.train.lora import MODEL_PREFIX, Factors, lora_delta, lora_layers, merged_weight
+from ragen_cli.train.probe import probe_rows, probe_windows
 
 
 @dataclass
@@ -119,40 +127,129 @@ def _read_adapter(adapter_dir: Path | None, layers: dict[str, Factors]) -> dict[
     return {name: (saved[f"{name}.lora_A.weight"], saved[f"{name}.lora_B.weight"]) for name in layers}
 
 
+@dataclass(frozen=True)
+class ParityBaseline:
+    """The probe before the update: its sequences, and trainer and engine log-probs of their
+    sampled tokens while both hold the same weights."""
+
+    probe: Batch
+    trainer: list[float]
+    engine: list[float]
+
+
+@dataclass
+class WeightSync:
+    """The rollout engine's copy of the trainer's weights. `mode`: the Plan's `lora_sync`
+    ("merged" | "adapter", None for full weights); `sleeps`: `plan.vllm_sleep`; `rollout`: the
+    spec's rollout section (the probe's size and thresholds); `micro`, `share_prefix`: how the
+    trainer scores the probe. `ledger` holds the weights as of the last push; `scratch` the
+    adapter directories an adapter push writes."""
+
+    actor: Any  # the DeepSpeed actor engine; its `.module` is the policy
+    backend: Any
+    mode: str | None
+    sleeps: bool
+    ledger: SyncLedger
+    scratch: Path
+    rollout: Any
+    micro: int
+    share_prefix: bool
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def for_run(cls, spec, plan, actor, backend, rank: int, world: int) -> "WeightSync":
+        """The run's sync, its ledger started on the weights the trainer and the engine start with."""
+        sync = cls(actor, backend, plan.lora_sync, plan.vllm_sleep,
+                   SyncLedger(plan.lora_sync, plan.placement["rollout"]["dtype"]),
+                   Path(tempfile.mkdtemp(prefix="ragen-sync-")), spec.rollout, spec.train.micro_batch,
+                   spec.train.share_prefix, rank, world)
+        sync.ledger.start(actor.module)
+        return sync
+
+    def sleep(self) -> None:
+        """Before the update: the engine releases its accelerator memory (vLLM on CUDA beside DeepSpeed)."""
+        if self.sleeps:
+            self.backend.sleep()
+
+    def wake(self) -> None:
+        """After the update, before the push: undo `sleep`."""
+        if self.sleeps:
+            self.backend.wake_up()
+
+    def push(self, tag: str) -> dict[str, float]:
+        """Make the engine serve the trainer's current weights: full weights, or with LoRA the
+        adapter (`adapter`) or the adapter folded into full weights (`merged`, served in fp32 when
+        the trainer is not: `compile.launch.engine_dtype`). Returns its seconds and what share of
+        the update reached the engine (`SyncLedger`). Nothing to push when the HF backend
+        generates with the trainer's own module."""
+        start = time.perf_counter()
+        module = self.actor.module
+        if not self.backend.needs_sync:
+            return {"timing/sync_s": 0.0}
+        adapter = merged = None
+        if self.mode == "merged":
+            from ragen_cli.train.lora import merged_state_dict
+
+            merged = merged_state_dict(module)
+            self.backend.sync(merged)
+        elif self.mode == "adapter":
+            adapter = self.scratch / f"adapter-{tag}"
+            module.save_pretrained(str(adapter), safe_serialization=True)
+            self.backend.sync(adapter)
+        else:
+            self.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
+        seconds = time.perf_counter() - start
+        return {"timing/sync_s": seconds, **self.ledger.record(module, merged, adapter)}
+
+    def logprobs(self, probe: Batch) -> tuple[list[float], list[float]]:
+        """(trainer, engine) log-probs of the sampled tokens of the probe's sequences, in row order."""
+        trainer = score(self.actor, probe, self.micro, share_prefix=self.share_prefix)
+        t_out: list[float] = []
+        e_out: list[float] = []
+        for i in range(len(probe)):
+            n = int(probe.attention_mask[i].sum().item())
+            on = probe.mask[i, : n - 1].bool()
+            t_out += trainer[i, : n - 1][on].tolist()
+            e_out += torch.tensor(self.backend.score(probe.input_ids[i, :n].tolist()))[on].tolist()
+        return t_out, e_out
+
+    def baseline(self, batch: Batch) -> ParityBaseline:
+        """Before the update: both sides on the probe's sequences with the same weights."""
+        r = self.rollout
+        probe = probe_windows(batch, probe_rows(batch, r.parity_tokens, r.parity_window), r.parity_window)
+        return ParityBaseline(probe, *self.logprobs(probe))
+
+    def probe(self, base: ParityBaseline, history: list[dict]) -> dict[str, float]:
+        """After the push: the probe again, judged against `base` (rollout/parity.py; `history`:
+        the run's metric records, for the recent noise) -> the sync metrics. Raises ParityError
+        on every rank when any rank's engine does not serve the trained weights."""
+        from ragen_cli.rollout.parity import judge_sync, recent_noise
+
+        r = self.rollout
+        trainer_new, engine_after = self.logprobs(base.probe)
+        check = judge_sync(base.trainer, base.engine, trainer_new, engine_after, r.parity_threshold,
+                           r.parity_noise_factor, recent_noise(history))
+        return agreed_sync(check, self.rank, self.world, r).metrics()
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def agreed_sync(check, rank: int, world: int, rollout):
+    """This rank's `check` once every rank has passed its own (`parity.ruling`: all ranks raise
+    the same ParityError, naming the rank whose engine failed, or none does). `rollout`: the
+    spec's rollout section (parity_threshold, parity_noise_factor)."""
+    from ragen_cli.rollout.parity import check_sync, ruling
+
+    checks = [check] * world
+    if world > 1:
+        torch.distributed.all_gather_object(checks, check)
+    bad = ruling(checks, rank)
+    check_sync(checks[bad], rollout.parity_threshold, rollout.parity_noise_factor, rank=bad if world > 1 else None)
+    return check
+
+
 def push_weights(run, tag: str) -> dict[str, float]:
-    """Make the rollout engine serve the trainer's current weights: full weights, or with LoRA
-    the adapter (`rollout.lora_sync` adapter) or the adapter folded into full weights (merged,
-    served in fp32 when the trainer is not: `compile.launch.engine_dtype`). Returns the sync's
-    metrics: its seconds and what share of the update reached the engine (train/sync.py).
-    Nothing to push when the HF backend generates with the trainer's own module."""
-    start = time.perf_counter()
-    module = run.engines.actor.module
-    if not run.backend.needs_sync:  # HF generate with the trainer's own module
-        return {"timing/sync_s": 0.0}
-    adapter = merged = None
-    if run.plan.lora_sync == "merged":
-        from ragen_cli.train.lora import merged_state_dict
-
-        merged = merged_state_dict(module)
-        run.backend.sync(merged)
-    elif run.plan.lora_sync == "adapter":
-        adapter = run.scratch / f"adapter-{tag}"
-        module.save_pretrained(str(adapter), safe_serialization=True)
-        run.backend.sync(adapter)
-    else:
-        run.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
-    seconds = time.perf_counter() - start
-    return {"timing/sync_s": seconds, **run.ledger.record(module, merged, adapter)}
-
-
-def engine_sleep(run) -> None:
-    """Before the update: the rollout engine releases its accelerator memory when the Plan says
-    so (`plan.vllm_sleep`: vLLM on CUDA beside DeepSpeed)."""
-    if run.plan.vllm_sleep:
-        run.backend.sleep()
-
-
-def engine_wake(run) -> None:
-    """After the update, before the weight sync: undo `engine_sleep`."""
-    if run.plan.vllm_sleep:
-        run.backend.wake_up()
+    """The loop's push (`run.sync.push`): one module-level name, where a test injects a faulty sync."""
+    return run.sync.push(tag)
