@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from ragen_cli.compile.deepspeed_config import scheduler_block
-from ragen_cli.compile.launch import vllm_lora_rank
+from ragen_cli.rollout.vllm_args import vllm_lora_rank
 from ragen_cli.compile.plan import Plan, compile_plan
 from ragen_cli.compile.render import print_plan
 from ragen_cli.spec.sizes import derive_sizes, kept_groups
@@ -161,13 +161,13 @@ def test_schedulers():
     ("merged", "cuda", {}),
 ])
 def test_vllm_lora_only_for_adapter_sync(tmp_path, sync, device, lora_args):
-    from ragen_cli.compile.launch import lora_sync_mode, vllm_args
+    from ragen_cli.compile.launch import lora_sync_mode, vllm_args, vllm_sleeps
 
     path = tmp_path / "cpu.yaml"
     path.write_text(CPU_SPEC.replace("vllm_kv_cache_gib: 3}", f"vllm_kv_cache_gib: 3, lora_sync: {sync}}}"))
     spec = load_spec(path)
     assert lora_sync_mode(spec, device) == ("adapter" if lora_args else "merged")
-    args = vllm_args(spec, device)
+    args = vllm_args(spec, device, lora_sync_mode(spec, device), vllm_sleeps(spec, device))
     assert {k: args[k] for k in ("enable_lora", "max_lora_rank", "max_loras") if k in args} == lora_args
 
 

@@ -261,7 +261,7 @@ def test_lora_checkpoint_on_another_base_is_refused(checkpoints, tmp_path):
 @pytest.mark.slow
 def test_compare_on_vllm_opens_both_engines_in_the_eval_process(tiny_model_dir, tmp_path):
     """`ragen eval --compare` on the vLLM backend: each policy's engine in the eval's own process
-    (compile.launch.ENGINE_IN_PROCESS, as in a run), the second opened after the first closed,
+    (rollout.vllm_args.ENGINE_IN_PROCESS, as in a run), the second opened after the first closed,
     their logs in OUT/engine.log.
     Greedy, the same model twice plays the same tokens, and they are the HF backend's tokens
     (vLLM's greedy equals HF's on this model: tests/test_rollout_vllm.py)."""

@@ -336,7 +336,7 @@ def test_the_run_acts_on_the_first_rank_whose_sync_is_not_ok():
 @pytest.mark.parametrize("fault", ["none", "half", "stale"])
 def test_in_bf16_a_healthy_sync_runs_and_half_or_stale_syncs_stop(fault_runs_bf16, fault):
     """The same real 2-step run in bf16 (the trainer in bf16; the merged LoRA served by an fp32
-    engine, compile.launch.engine_dtype): the healthy run ends, every sync keeping the update
+    engine, rollout.vllm_args.engine_dtype): the healthy run ends, every sync keeping the update
     (sync/update_kept within 1e-3 of 1, as fp32 arithmetic on the merge gives); a half-applied
     sync and a missing one stop in step 2 with ParityError after saving step 1. (On a CPU without
     native bf16 the trainer's bf16 is emulated: slower, the same decisions.)"""

@@ -152,7 +152,7 @@ def test_health_verdict_is_rank_zeros():
 @pytest.mark.slow
 def test_two_processes_each_with_its_own_vllm_engine(tmp_path, tiny_model_dir):
     """vLLM rollouts on 2 ranks: each rank's engine comes up through vLLM's external launcher
-    (compile.launch.EXTERNAL_LAUNCHER; without it every rank's engine would take local rank 0's
+    (rollout.vllm_args.EXTERNAL_LAUNCHER; without it every rank's engine would take local rank 0's
     device), in the rank's own process, generates its share of the groups, takes the weight sync
     and passes the parity probe; the ranks stay in lockstep. A large entropy bonus moves the
     weights every step (the bandit's rewards here do not differ within a group), so a rank whose

@@ -31,7 +31,7 @@ class _Spy:
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
 def test_the_engine_gets_exactly_the_plans_arguments(tmp_path: Path, monkeypatch, tiny_model_dir, device):
-    from ragen_cli.compile.launch import GPU_MEMORY_FRACTION
+    from ragen_cli.rollout.vllm_args import GPU_MEMORY_FRACTION
     from ragen_cli.rollout.backend import make_backend
 
     path = tmp_path / "spy.yaml"
@@ -41,7 +41,7 @@ def test_the_engine_gets_exactly_the_plans_arguments(tmp_path: Path, monkeypatch
     monkeypatch.setattr(vllm, "LLM", _Spy)
     monkeypatch.delenv("TQDM_DISABLE", raising=False)  # a quiet `ragen train` adds one argument: below
     with pytest.raises(RuntimeError, match="spy"):
-        make_backend("vllm", tiny_model_dir, spec, lora_adapters=True, engine_args=plan.vllm)
+        make_backend("vllm", tiny_model_dir, spec, engine_args=plan.vllm)
     assert _Spy.seen == {k: str(tiny_model_dir) if v == "{model_dir}" else v for k, v in plan.vllm.items()}
     assert _Spy.seen["max_num_seqs"] == 4 * 8 and _Spy.seen["max_lora_rank"] == 16  # rank 12 -> vLLM's 16
     if device == "cuda":
@@ -51,7 +51,7 @@ def test_the_engine_gets_exactly_the_plans_arguments(tmp_path: Path, monkeypatch
 
 
 def test_without_a_plan_the_backend_builds_the_same_arguments(monkeypatch, tiny_model_dir):
-    from ragen_cli.compile.launch import engine_kwargs
+    from ragen_cli.rollout.vllm_args import engine_kwargs
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
     monkeypatch.setattr(vllm, "LLM", _Spy)
@@ -66,7 +66,7 @@ def test_a_quiet_run_turns_off_the_weight_loading_bar(monkeypatch, tiny_model_di
     """`ragen train` without --verbose sets TQDM_DISABLE=1 (ragen_cli/quiet.py); vLLM hands its
     "Loading safetensors checkpoint shards" bar `disable=` itself, so the engine gets
     use_tqdm_on_load=False, and nothing else changes. A setting in the arguments wins."""
-    from ragen_cli.compile.launch import engine_kwargs
+    from ragen_cli.rollout.vllm_args import engine_kwargs
     from ragen_cli.rollout.vllm_backend import VLLMBackend, quiet_load
 
     monkeypatch.setattr(vllm, "LLM", _Spy)

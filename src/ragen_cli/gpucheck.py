@@ -193,7 +193,7 @@ def vllm_engine(device: str, precision: str) -> dict:
         raise Skip("vllm is not installed (on CUDA: pip install vllm==0.32.0, the `gpu` extra)")
     import torch
 
-    from ragen_cli.compile.launch import engine_kwargs
+    from ragen_cli.rollout.vllm_args import engine_kwargs
     from ragen_cli.device import PRECISION_DTYPES
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.models.load import load_causal_lm, load_tokenizer
@@ -207,7 +207,7 @@ def vllm_engine(device: str, precision: str) -> dict:
     tok = load_tokenizer(model_dir)
     cuda = device == "cuda"
     args = engine_kwargs(dtype=dtype, max_model_len=1024, seed=0, device=device, sleep=cuda)
-    engine = VLLMBackend(model_dir, engine_args=args, weight_sync="tensors")
+    engine = VLLMBackend.with_args(model_dir, args, weight_sync="tensors")
     out: dict = {"sleep": "skipped: sleep mode needs CUDA" if not cuda else None}
     try:
         prompt = tok.encode("Pick an arm: Phoenix or Dragon? Answer with one word.")

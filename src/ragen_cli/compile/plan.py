@@ -20,11 +20,12 @@ from typing import Any
 
 from ragen_cli.compile.deepspeed_config import deepspeed_config
 from ragen_cli.compile.template import TemplateCheck, template_check
-from ragen_cli.compile.launch import (Launch, engine_dtype, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
+from ragen_cli.compile.launch import (Launch, launch_command, lora_sync_mode, process_env, resolve_device, vllm_args,
                                       vllm_sleeps, weight_sync_mode)
 from ragen_cli.spec.sizes import Sizes, derive_sizes, filter_args
 from ragen_cli.device import PRECISION_DTYPES, resolve_precision, with_precision
 from ragen_cli.rollout.context import trains_per_turn
+from ragen_cli.rollout.vllm_args import engine_dtype
 from ragen_cli.spec.models import RunSpec
 
 
@@ -97,6 +98,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         **filter_args(a.filter),
     )
     critic = deepspeed_config(spec, sizes, device, spec.train.lr_critic) if a.adv_estimator == "gae" else None
+    lora_sync, sleep = lora_sync_mode(spec, device), vllm_sleeps(spec, device)
     return Plan(
         name=spec.name,
         run_dir=str(PurePosixPath(spec.output.dir) / spec.name),
@@ -106,20 +108,20 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         critic_deepspeed=critic,
         needs_reference=a.kl_coef > 0,
         lora=spec.model.lora is not None,
-        vllm=vllm_args(spec, device),
+        vllm=vllm_args(spec, device, lora_sync, sleep),
         env=process_env(spec, device, cpu_count),
         launch=launch_command(spec),
         algorithm=a.model_dump(),
         rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision),
         precision=precision,
         precision_why=precision_why,
-        vllm_sleep=vllm_sleeps(spec, device),
-        lora_sync=lora_sync_mode(spec, device),
+        vllm_sleep=sleep,
+        lora_sync=lora_sync,
         weight_sync=weight_sync_mode(device),
         turn_rows=trains_per_turn(spec.rollout.update_context, template.stable),
         template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
-                            spec.rollout.backend, lora_sync_mode(spec, device)),
+                            spec.rollout.backend, lora_sync),
     )
 
 

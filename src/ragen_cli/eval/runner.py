@@ -11,7 +11,7 @@ once), so when the endpoint fails for good (EndpointError, after its retries) th
 already played are kept: the result says what is missing (`error`) and `ragen eval` writes the
 report before it exits non-zero. Each chunk's sampling seed is its first env seed.
 
-A local vLLM policy's engine runs in this process (`compile.launch.ENGINE_IN_PROCESS`, as in a
+A local vLLM policy's engine runs in this process (`rollout.vllm_args.ENGINE_IN_PROCESS`, as in a
 run), and is closed before the next policy's opens.
 """
 
@@ -135,7 +135,7 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
 
         tokenizer = load_tokenizer(policy.tokenizer_dir, plan.spec.model)
         return EndpointBackend(policy.endpoint, policy.extra["served_model"], tokenizer), tokenizer
-    from ragen_cli.compile.launch import ENGINE_IN_PROCESS
+    from ragen_cli.rollout.vllm_args import ENGINE_IN_PROCESS
     from ragen_cli.rollout.backend import make_backend
 
     if plan.backend != "hf":  # vLLM's engine in this process, as in a run; a user's own setting wins
@@ -144,9 +144,9 @@ def open_backend(policy: Policy, plan: EvalPlan, workdir: Path):
     spec = plan.spec
     if policy.kind == "lora-checkpoint":
         # the adapter is merged into the base weights: served in the dtype a merged sync gets
-        # (compile.launch.engine_dtype; fp32 for a bf16 run, where the merge would round the
+        # (rollout.vllm_args.engine_dtype; fp32 for a bf16 run, where the merge would round the
         # trained update away), so eval scores the policy that validation during training scored
-        from ragen_cli.compile.launch import engine_dtype
+        from ragen_cli.rollout.vllm_args import engine_dtype
         from ragen_cli.device import with_precision
 
         if engine_dtype(spec.deepspeed.precision, "merged", "vllm")[0] == "float32":

@@ -54,24 +54,24 @@ def parity_gap(trainer_logprobs, engine_logprobs) -> float:
     return max(abs(x - y) for x, y in zip(a, b))
 
 
-def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None, lora_adapters: bool = False,
+def make_backend(kind: str, model_dir: str | Path, spec, policy: Any = None,
                  engine_args: dict[str, Any] | None = None, weight_sync: str = "file") -> Backend:
     """Create the rollout backend for `spec` (a `RunSpec`).
 
     kind: "vllm", "hf" or "auto". `policy` is the trainer's model for the HF backend (its
     weights are used directly, so `sync` is a no-op); without it the HF backend loads its own
     copy of `model_dir` (eval). vLLM needs `model_dir` (weights of the initial policy);
-    `lora_adapters` turns on vLLM's LoRA support (adapters synced as `LoRARequest`s);
-    `engine_args` (a run's `plan.vllm`) are vLLM's arguments exactly, overriding both;
-    `weight_sync` (a run's `plan.weight_sync`): "file" or "tensors"."""
+    `engine_args` (a run's `plan.vllm`) are vLLM's arguments exactly, LoRA support included,
+    and `weight_sync` (`plan.weight_sync`) is "file" or "tensors"; without them (eval) the
+    engine's arguments come from the spec (`vllm_args.engine_kwargs`, no LoRA)."""
     if kind == "hf":
         return _make_hf(model_dir, spec, policy)
     if kind == "vllm":
-        return _make_vllm(model_dir, spec, lora_adapters, engine_args, weight_sync)
+        return _make_vllm(model_dir, spec, engine_args, weight_sync)
     if kind != "auto":
         raise ValueError(f"unknown rollout backend {kind!r}; use vllm, hf or auto")
     try:
-        backend = _make_vllm(model_dir, spec, lora_adapters, engine_args, weight_sync)
+        backend = _make_vllm(model_dir, spec, engine_args, weight_sync)
     except Exception as err:  # any import or start-up failure means: fall back
         log.warning("rollout backend: vLLM unavailable (%s: %s); using HF generate", type(err).__name__, err)
         return _make_hf(model_dir, spec, policy)
@@ -99,13 +99,11 @@ def _make_hf(model_dir, spec, policy):
     return HFBackend(policy, tokenizer, owns_model=False)
 
 
-def _make_vllm(model_dir, spec, lora_adapters: bool, engine_args: dict[str, Any] | None = None,
-               weight_sync: str = "file"):
+def _make_vllm(model_dir, spec, engine_args: dict[str, Any] | None, weight_sync: str):
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
-    lora = spec.model.lora
-    return VLLMBackend(
-        model_dir, dtype=spec_dtype(spec), max_model_len=spec.model.max_context, seed=spec.train.seed,
-        max_lora_rank=lora.rank if lora is not None and lora_adapters else None,
-        kv_cache_gib=spec.rollout.vllm_kv_cache_gib, engine_args=engine_args, weight_sync=weight_sync,
-    )
+    kv = spec.rollout.vllm_kv_cache_gib
+    if engine_args is not None:
+        return VLLMBackend.with_args(model_dir, engine_args, weight_sync, kv)
+    return VLLMBackend(model_dir, dtype=spec_dtype(spec), max_model_len=spec.model.max_context, seed=spec.train.seed,
+                       kv_cache_gib=kv, weight_sync=weight_sync)

@@ -24,14 +24,13 @@ from typing import Any, Mapping
 
 from ragen_cli.rollout.context import stop_token_ids
 from ragen_cli.rollout.types import Sample
+from ragen_cli.rollout.vllm_args import MODEL_DIR, engine_kwargs, vllm_cpu_env
 
 
 
 def cpu_env_defaults(kv_cache_gib: int) -> None:
     """vLLM-on-CPU settings for a backend built without a Plan's environment (eval, benches):
-    `compile.launch.vllm_cpu_env` for one process; values already set in the environment win."""
-    from ragen_cli.compile.launch import vllm_cpu_env
-
+    `vllm_args.vllm_cpu_env` for one process; values already set in the environment win."""
     for key, value in vllm_cpu_env(kv_cache_gib, os.cpu_count() or 1).items():
         os.environ.setdefault(key, value)
     # vLLM kills its engine when one model step takes over 300 s; on a busy 2-core machine a
@@ -53,25 +52,34 @@ class VLLMBackend:
     needs_sync = True
     duplicate_prompts = False  # send n copies of a prompt as n requests instead of one with n samples
 
-    def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096,
-                 seed: int = 0, max_lora_rank: int | None = None, kv_cache_gib: int = 2,
-                 engine_args: dict[str, Any] | None = None, weight_sync: str = "file"):
-        """`engine_args`: the Plan's `vllm` arguments (a run); without them the same function
-        builds them from `dtype`, `max_model_len`, `seed` and `max_lora_rank` (eval, benches)."""
+    def __init__(self, model_dir: str | Path, dtype: str = "float32", max_model_len: int = 4096, seed: int = 0,
+                 max_lora_rank: int | None = None, kv_cache_gib: int = 2, weight_sync: str = "file"):
+        """An engine built without a Plan (eval, benches): its arguments are `engine_kwargs` of
+        these values on this machine's device. A run's engine: `VLLMBackend.with_args`."""
         import torch
 
-        from ragen_cli.compile.launch import MODEL_DIR, engine_kwargs
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self._start(model_dir, engine_kwargs(dtype=dtype, max_model_len=max_model_len, seed=seed, device=device,
+                                             lora_rank=max_lora_rank), weight_sync, kv_cache_gib)
 
-        on_cpu = not torch.cuda.is_available()
-        if on_cpu:
+    @classmethod
+    def with_args(cls, model_dir: str | Path, engine_args: dict[str, Any], weight_sync: str = "file",
+                  kv_cache_gib: int = 2) -> "VLLMBackend":
+        """An engine on `engine_args` exactly (a run's `plan.vllm`; `weight_sync`: `plan.weight_sync`;
+        `kv_cache_gib`: vLLM's CPU KV cache where the environment does not set it already)."""
+        backend = cls.__new__(cls)
+        backend._start(model_dir, engine_args, weight_sync, kv_cache_gib)
+        return backend
+
+    def _start(self, model_dir: str | Path, engine_args: dict[str, Any], weight_sync: str, kv_cache_gib: int) -> None:
+        import torch
+
+        if not torch.cuda.is_available():
             cpu_env_defaults(kv_cache_gib)
         from vllm import LLM
 
         from ragen_cli.models.load import load_tokenizer
 
-        if engine_args is None:
-            engine_args = engine_kwargs(dtype=dtype, max_model_len=max_model_len, seed=seed,
-                                        device="cpu" if on_cpu else "cuda", lora_rank=max_lora_rank)
         self.model_dir = Path(model_dir)
         self.tokenizer = load_tokenizer(self.model_dir)
         self.stop_ids = stop_token_ids(self.tokenizer)

@@ -96,7 +96,7 @@ def merged_state_dict(peft_model) -> dict:
     """The base model's state dict under its own (Hugging Face) names with the active adapter
     folded in, W + (alpha / r) B A per adapted layer, summed in fp32 and returned in fp32
     (`merged_weight`; in bf16 the sum would round most of an RL update away, and
-    `compile.launch.engine_dtype` serves these weights in fp32 for that reason). Computed on the
+    `rollout.vllm_args.engine_dtype` serves these weights in fp32 for that reason). Computed on the
     side: the module is not merged and unmerged, so the trained weights never pick up that
     round-off. Adapter tensors themselves are left out."""
     import torch

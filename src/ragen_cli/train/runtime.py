@@ -106,8 +106,7 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     engines = build_engines(spec, plan, model_dir, world)
     state = RunState(cursor=spec.env.train.seed, keep_ratio=spec.algorithm.filter.keep_ratio)
     policy = engines.actor.module
-    backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy,
-                           lora_adapters=plan.lora_sync == "adapter", engine_args=plan.vllm,
+    backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy, engine_args=plan.vllm,
                            weight_sync=plan.weight_sync)
     run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
               WeightSync.for_run(spec, plan, engines.actor, backend, rank, world))

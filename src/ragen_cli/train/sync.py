@@ -17,7 +17,7 @@ engine now serves, summed over every adapted layer:
 (`sync/update_kept`, `sync/update_error`; docs/metrics.md). A bf16 merge rounds every element
 of an update below half a bf16 step of its weight back to the weight: kept ~0.5 and error ~1
 on SmolLM2-135M's first updates (docs/experiments/bf16-sync.md), which is why
-`compile.launch.engine_dtype` serves merged weights in fp32.
+`rollout.vllm_args.engine_dtype` serves merged weights in fp32.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ class WeightSync:
     def push(self, tag: str) -> dict[str, float]:
         """Make the engine serve the trainer's current weights: full weights, or with LoRA the
         adapter (`adapter`) or the adapter folded into full weights (`merged`, served in fp32 when
-        the trainer is not: `compile.launch.engine_dtype`). Returns its seconds and what share of
+        the trainer is not: `rollout.vllm_args.engine_dtype`). Returns its seconds and what share of
         the update reached the engine (`SyncLedger`). Nothing to push when the HF backend
         generates with the trainer's own module."""
         start = time.perf_counter()
