@@ -1,5 +1,5 @@
 """Find envs by name: built-ins (with their variants), adapters of outside envs and data
-(gymnasium, textarena, openenv, dataset), `module.path:ClassName`, or an entry point in the
+(gymnasium, textarena, openenv, dataset, tools), `module.path:ClassName`, or an entry point in the
 group `ragen.envs`. `check_env` gives spec validation the same messages that
 `make_env` raises."""
 
@@ -55,6 +55,9 @@ ADAPTERS: dict[str, _Builtin] = {
                         "An OpenEnv server: a base_url, or a command ragen starts on 127.0.0.1 and stops."),
     "dataset": _Builtin("ragen_cli.envs.adapters.dataset_env:DatasetEnv",
                         "Prompts from a jsonl / parquet / csv file or a saved datasets folder, scored by reward functions."),
+    "tools": _Builtin("ragen_cli.envs.adapters.tools_env:ToolsEnv",
+                      "Tool calling: prompts from a data file, Python-function and MCP tools in the model's own "
+                      "format, rewards at the final answer."),
 }
 
 

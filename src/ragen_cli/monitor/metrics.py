@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 RESERVED_KEYS = ("step", "time")
 ENV_PLACEHOLDER = "<env>"
-FN_PLACEHOLDER = "<fn>"  # a reward function's name (envs/adapters/dataset_env.py)
+FN_PLACEHOLDER = "<fn>"  # a reward function's name (envs/adapters/dataset_env.py) or a tool's
 PLACEHOLDERS = (ENV_PLACEHOLDER, FN_PLACEHOLDER)
 _ENV_NAME = r"[A-Za-z0-9_.:\-]+"
 
@@ -95,6 +95,10 @@ _TABLE: list[tuple[str, str, str]] = [
     ("episode/example_copy_ratio", "fraction", "Share of the turns that showed an answer example whose actions are that example (copying it; RAGEN-2's template collapse when the example, not the state, picks the reply). Absent when no example is shown."),
     ("episode/format_error_ratio", "fraction", "Share of turns whose reply did not parse (format penalty applied)."),
     ("episode/truncated", "count", "Episodes truncated by the context length or the turn/action budget."),
+    ("episode/tool_calls", "calls", "Mean tool calls run per episode of a tool env (envs/adapters/tools_env.py; docs/tools.md); absent for other envs."),
+    ("episode/invalid_call_ratio", "fraction", "Share of a tool env's attempted calls that were invalid (malformed, an unknown tool, arguments that do not fit its schema): not run, format penalty."),
+    ("episode/tool_error_ratio", "fraction", "Share of a tool env's calls run that failed: the tool raised, ran past timeout_s, or its MCP server marked the result an error."),
+    ("episode/tool_calls/<fn>", "calls", "Mean calls of tool `<fn>` per episode of a tool env."),
     ("diversity/distinct_2", "fraction", "Distinct bigrams / all bigrams over the step's replies (1 = no repetition)."),
     ("diversity/identical_share", "fraction", "Share of replies whose text equals another reply of the step."),
     ("collapse/mi", "nats", "I(X;Z): mean over sampled first-turn replies of log p(z|own state) - log p_mix(z), per token; 0 when replies ignore the state."),

@@ -43,7 +43,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragen_cli.rollout.parse import PAPER_TAGS, ReplyTags
+from ragen_cli.rollout.parse import PAPER_TAGS, ParsedReply, ReplyTags, parse_reply
 
 SYSTEM_PROMPT = "You're a helpful assistant. "
 _MARK = "\u2063ragen-marker\u2063"  # never produced by a template; locates message content
@@ -273,6 +273,10 @@ class EpisodeContext:
             self.messages.append({"role": "user", "content": reward_text(prev_reward or 0.0, block)})
         self.turn_blocks.append(block)
         self.segments.append(Segment(prompt_ids=list(ids)))
+
+    def parse(self, reply: str, rollout) -> ParsedReply:
+        """A reply (pre-fill included, end-of-turn token removed) in the spec's reply protocol."""
+        return parse_reply(reply, rollout.think, rollout.action_sep, rollout.max_actions_per_turn, self.fmt.tags)
 
     def uncommit_prompt(self) -> None:
         """Undo the last `commit_prompt` (the turn did not fit the context)."""

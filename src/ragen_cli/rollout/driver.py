@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, trains_per_turn, turn_text
-from ragen_cli.rollout.parse import ReplyTags, parse_reply
+from ragen_cli.rollout.parse import ReplyTags
 from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
 
 
@@ -66,7 +66,12 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
                 env = make_env(env_ref.name, dict(env_ref.config))
                 envs.append(env)
                 obs, info = env.reset(seed=seed)
-                ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
+                if hasattr(env, "tool_schemas"):  # a tool env: tools= and tool messages (tools/chat.py)
+                    from ragen_cli.tools.chat import tool_context
+
+                    ctx = tool_context(env, tokenizer, rollout)
+                else:
+                    ctx = EpisodeContext(fmt, env.instruction(), rollout.action_sep, rollout.max_actions_per_turn)
                 traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
                 example = rollout.answer_example if shown is None or group < shown else "none"
                 episodes.append(_Episode(env=env, ctx=ctx, traj=traj, obs=obs, example=example, copy=copy))
@@ -132,8 +137,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
-    parsed = parse_reply(reply.removesuffix(ep.ctx.fmt.eot_text), rollout.think, rollout.action_sep,
-                         rollout.max_actions_per_turn, tags)
+    parsed = ep.ctx.parse(reply.removesuffix(ep.ctx.fmt.eot_text), rollout)
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
                         format_ok=parsed.format_ok, finish_reason=sample.finish_reason,
                         copied_example=None if ep.shown is None else copies(parsed.actions, ep.shown, rollout.action_sep))
@@ -230,7 +234,9 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     executed = sum(t.executed for t in turns)
     shown = [t.copied_example for t in turns if t.copied_example is not None]
     copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
-    return {**copied, **reward_fn_means(trajs),
+    from ragen_cli.tools.chat import tool_metrics
+
+    return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs),
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),
         "episode/turns": len(turns) / max(1, len(trajs)),
         "episode/actions": executed / max(1, len(trajs)),

@@ -1,0 +1,144 @@
+"""Tool-calling tasks: prompts from a data file, tools the model calls in its own format, and
+reward functions at the final answer (`env.train.name: tools`; docs/tools.md).
+
+    env:
+      train:
+        name: tools
+        config:
+          path: data/train.jsonl            # the dataset adapter's files and prompt column
+          rewards: [my_rewards:correct]     # TRL's signature, called on the final answer
+          tools: [my_tools:multiply]        # Python functions, module:function
+          mcp_servers: ["{python} my_server.py"]   # and/or MCP servers over stdio
+          parser: hermes                    # hermes (<tool_call>{json}</tool_call>) or llama3 (JSON)
+          timeout_s: 10
+          max_actions: 4                    # replies per episode: tool rounds and the final answer
+
+An episode: the first observation is the row's prompt (a `user` message); each reply is parsed in
+the parser's format. A reply with calls runs them (`tools/toolset.py`) and the results come back as
+`tool` messages, one per call; a reply without a call is the final answer, scored by the reward
+functions as the dataset adapter scores an answer (its weights, `None`, `reward/fn/<fn>`), and ends
+the episode. A malformed call (`tools/formats.py`), an unknown tool or arguments that do not fit
+the tool's schema is an invalid action: not run, an error message comes back as the `tool`
+message, and the driver adds the format penalty. A tool that raises or runs past `timeout_s` gives
+an error result and the episode goes on. Using up `max_actions` without a final answer ends the
+episode with reward 0.
+
+The driver sees this env through two calls besides the text-env protocol: `tool_schemas()` (the
+chat template's `tools=`) and `chat_messages()` (the messages the last reset or step added);
+`tools/chat.py` builds the episode's context from them. `info["tool_stats"]` holds the episode's
+counts so far (the metrics in docs/metrics.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ragen_cli.envs.adapters.dataset_env import DatasetConfig, DatasetEnv
+
+
+@dataclass
+class ToolsConfig(DatasetConfig):
+    tools: list[str] = field(default_factory=list)
+    """Python functions as tools, `module:function`; the schema comes from type hints and the docstring (transformers' get_json_schema)."""
+    mcp_servers: list[str] = field(default_factory=list)
+    """MCP server commands ragen starts over stdio (a string split like a shell's; `{python}` is ragen's Python), whose tools are listed and called through the mcp SDK."""
+    parser: str = "hermes"
+    """The model's tool-call format: hermes (<tool_call>{"name", "arguments"}</tool_call>, Hermes / Qwen) or llama3 (a JSON object {"name", "parameters"}, Llama 3.1)."""
+    timeout_s: float = 10.0
+    """Time limit of one tool call; past it the model gets an error result."""
+    max_result_chars: int = 2000
+    """Longer tool results are cut to this many characters."""
+    system_prompt: str = "Answer the question. Use the tools when they help, then give the final answer without a tool call."
+    """The system message (templates without tool support also get the tools and the call format after it)."""
+    max_actions: int = 4
+    """Replies per episode: tool-calling rounds plus the final answer."""
+
+    def __post_init__(self) -> None:
+        from ragen_cli.tools.formats import check_parser
+        from ragen_cli.tools.functions import load_py_tool
+        from ragen_cli.tools.mcp_server import server_argv
+
+        check_parser(self.parser)
+        if not self.tools and not self.mcp_servers:
+            raise ValueError("tools or mcp_servers is required: at least one module:function or MCP server command")
+        if self.feedback:
+            raise ValueError("feedback is the dataset adapter's; a tools episode continues through its tool calls")
+        if not self.timeout_s > 0 or self.max_result_chars < 1 or self.max_actions < 1:
+            raise ValueError("timeout_s, max_result_chars and max_actions must be positive")
+        budget, self.max_actions = self.max_actions, 1  # the dataset checks allow several answers only with feedback
+        try:
+            super().__post_init__()
+        finally:
+            self.max_actions = budget
+        for ref in self.tools:
+            load_py_tool(ref)
+        for command in self.mcp_servers:
+            server_argv(command)
+
+
+def _zero_stats() -> dict[str, Any]:
+    return {"calls": 0, "invalid": 0, "errors": 0, "per_tool": {}}
+
+
+class ToolsEnv(DatasetEnv):
+    name = "tools"
+    description = "Prompts from a data file, tools (Python functions, MCP servers) called in the model's own format, rewards at the final answer."
+    config_class = ToolsConfig
+
+    def __init__(self, config: Any = None):
+        from ragen_cli.tools.toolset import toolset
+
+        super().__init__(config)
+        self.toolset = toolset(self.config.tools, self.config.mcp_servers)
+        self.messages: list[dict] = []
+        self.stats = _zero_stats()
+
+    def tool_schemas(self) -> list[dict]:
+        """The tools' JSON schemas, in the order of the config (Python tools, then MCP servers')."""
+        return list(self.toolset.schemas)
+
+    def chat_messages(self) -> list[dict]:
+        """The messages the last reset (the prompt) or step (the tool results) added."""
+        return [dict(m) for m in self.messages]
+
+    def _stats(self) -> dict[str, Any]:
+        return {**self.stats, "per_tool": dict(self.stats["per_tool"])}
+
+    def _reset(self, rng: np.random.Generator) -> dict:
+        info = super()._reset(rng)
+        self.messages = [{"role": "user", "content": self.text}]
+        self.stats = _zero_stats()
+        return {**info, "tool_stats": self._stats()}
+
+    def _step(self, action: str) -> tuple[float, bool, dict]:
+        from ragen_cli.tools.formats import ToolCallError, parse_calls
+
+        c = self.config
+        try:
+            calls = parse_calls(action, c.parser)
+            for call in calls:
+                self.toolset.check(call)
+        except ToolCallError as err:
+            self.stats["invalid"] += 1
+            self.messages = [{"role": "tool", "content": f"Error: {err}"}]
+            self.text = self.messages[0]["content"]
+            return 0.0, False, {"action_is_valid": False, "action_is_effective": False, "tool_stats": self._stats()}
+        if not calls:  # the final answer
+            self.messages = []
+            reward, terminated, info = super()._step(action.strip())
+            return reward, terminated, {**info, "tool_stats": self._stats()}
+        self.messages = []
+        for call in calls:
+            text, failed = self.toolset.call(call, c.timeout_s, c.max_result_chars)
+            self.stats["calls"] += 1
+            self.stats["errors"] += failed
+            self.stats["per_tool"][call.name] = self.stats["per_tool"].get(call.name, 0) + 1
+            self.messages.append({"role": "tool", "name": call.name, "content": text})
+        self.text = "\n".join(m["content"] for m in self.messages)
+        return 0.0, False, {"action_is_valid": True, "action_is_effective": True, "tool_stats": self._stats()}
+
+    def _success(self) -> bool:
+        return self.total >= self.config.success_threshold

@@ -1,0 +1,14 @@
+"""Tool-calling agents: Python functions and MCP servers as tools (docs/tools.md).
+
+- `formats`: the model's own tool-call formats (`hermes`, `llama3`): parsing a reply into calls,
+  and the system-prompt rendering for chat templates without tool support;
+- `functions`: Python-function tools (`module:function`), JSON schema by transformers'
+  `get_json_schema`, run with a time limit;
+- `mcp_server`: MCP servers over stdio through the `mcp` SDK, started, restarted once, stopped;
+- `toolset`: the tools of one env config, by name, with argument checks and error results;
+- `chat`: the rollout side, tools through the chat template's `tools=` and results as `tool`
+  messages, token-exact (a `ChatFormat` and an `EpisodeContext` for tool envs), and the metrics.
+
+The env itself is `envs/adapters/tools_env.py` (`env.train.name: tools`). Nothing here is
+imported by `import ragen_cli` or `ragen --help`.
+"""
