@@ -109,6 +109,68 @@ def test_no_module_imports_another_in_a_circle():
             assert circle is None, " -> ".join(circle)
 
 
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto ragen_cli's packages and top-level modules
+    (ragen_cli.train.loop -> "train", ragen_cli.api -> "api"); edges inside one package dropped."""
+    def package(m: str) -> str:
+        return (m.split(".") + ["__init__"])[1]
+
+    out: dict[str, set[str]] = {package(m): set() for m in graph}
+    for m, ns in graph.items():
+        out[package(m)] |= {package(n) for n in ns} - {package(m)}
+    return out
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of `graph` with more than one node, each sorted (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_circles_finds_each_cycle_once():
+    # a <-> b, and b -> c -> d -> c: two circles; e alone is none
+    graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": set()}
+    assert circles(graph) == [["a", "b"], ["c", "d"]]
+    assert package_graph({"ragen_cli.train.loop": {"ragen_cli.train.stages", "ragen_cli.api"},
+                          "ragen_cli.train.stages": set(), "ragen_cli.api": set()}) == {"train": {"api"}, "api": set()}
+
+
+def test_no_package_imports_another_in_a_circle():
+    """ragen_cli.<package> -> ragen_cli.<package>, module-level and function-level imports alike:
+    the packages form layers (spec < compile, rollout < train < publish, api on top)."""
+    packages = package_graph(_import_graph())
+    assert {"compile", "rollout", "train", "eval", "api", "publish"} <= set(packages)  # the walk sees them
+    assert "rollout" in packages["compile"] and "train" in packages["eval"]  # and real edges
+    found = circles(packages)
+    assert not found, "; ".join(" <-> ".join(c) for c in found)
+
+
 def test_spec_never_imports_compile():
     # compile reads spec; validation (spec) must not need the compiler
     graph = _import_graph()

@@ -18,7 +18,7 @@ from huggingface_hub import CommitInfo, HfApi, RepoUrl
 from typer.testing import CliRunner
 
 from ragen_cli.cli import app
-from ragen_cli.train import hub
+from ragen_cli.publish import hub
 from test_train_e2e import run_tiny
 
 pytestmark = pytest.mark.slow

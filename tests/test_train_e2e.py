@@ -134,7 +134,7 @@ def test_lora_run_saves_adapter_and_export_merges(tmp_path, tiny_model_dir):
     assert first["actor/kl_ref"] == 0.0
     assert math.isfinite(last["actor/kl_ref"]) and last["actor/kl_ref"] != 0.0
 
-    from ragen_cli.train.checkpoint import export
+    from ragen_cli.publish.export import export
 
     merged_dir = export(ckpt, tmp_path / "merged")
     merged = AutoModelForCausalLM.from_pretrained(str(merged_dir))

@@ -52,59 +52,6 @@ class TrainResult:
     checkpoint: Path | None = None
 
 
-class RunFailed(RuntimeError):
-    """A multi-process run's launcher exited non-zero (its ranks' output says why); `code` is
-    its exit code."""
-
-    def __init__(self, code: int, message: str):
-        self.code = code
-        super().__init__(message)
-
-
-def prepare_run(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool):
-    """Lock the run directory (one writer at a time) and write its spec.yaml and plan.json;
-    returns the lock, held until `.release()` (or this process ends)."""
-    from ragen_cli.monitor.rundir import RunDir, lock_run_dir
-    from ragen_cli.train.runtime_light import spec_yaml
-
-    lock = lock_run_dir(run_dir)
-    try:
-        RunDir(run_dir).create(spec_yaml(spec), plan.to_json(), resume=resume)
-    except BaseException:
-        lock.release()
-        raise
-    return lock
-
-
-def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool, quiet: bool = False) -> dict:
-    """Run the compiled job: the training loop in this process for one process, the Plan's
-    launch command (deepspeed launcher + ragen_cli.train.worker) for several, its launcher's INFO
-    lines off where `quiet` (`ragen train` without --verbose). Returns the loop's summary (for a
-    launched job: read back from the run directory)."""
-    import os
-    import subprocess
-    import sys
-
-    if plan.launch.kind == "in-process":
-        from ragen_cli.train.loop import train as train_loop
-
-        return train_loop(spec, plan, run_dir, resume=resume)
-    argv = [a.replace("{run_dir}", str(run_dir)) for a in plan.launch.argv] + (["--resume"] if resume else [])
-    local = Path(sys.executable).parent / argv[0]  # the launcher installed next to this Python
-    argv[0] = str(local) if local.is_file() else argv[0]
-    if quiet:
-        from ragen_cli.quiet import quiet_launcher
-
-        argv = quiet_launcher(argv)
-    code = subprocess.run(argv, env={**os.environ, **plan.env}).returncode
-    if code:
-        raise RunFailed(code, f"{argv[0]} exited {code}; see the ranks' output and {run_dir}/events.jsonl")
-    rows = read_metrics(run_dir)
-    end = [e for e in _events(run_dir) if e.get("kind") == "end"]
-    return {"step": rows[-1]["step"] if rows else 0, "stopped": bool(end and end[-1].get("stopped")),
-            "metrics": rows[-1] if rows else {}}
-
-
 def train_policy(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *,
                  resume: str | Path | None = None) -> TrainResult:
     """Train as `ragen train` does (not named `train`: that is the `ragen_cli.train` package,
@@ -113,6 +60,7 @@ def train_policy(spec: "RunSpec | str | Path", overrides: Sequence[str] = (), *,
     `overrides`; `spec` is then ignored)."""
     from ragen_cli.models.builtin import resolve_model
     from ragen_cli.train.checkpoint import check_checkpoint, latest_checkpoint
+    from ragen_cli.train.job import prepare_run, run_job
 
     if resume is not None:
         run_dir = Path(resume)
@@ -163,9 +111,3 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
 
     return RunDir(Path(run_dir)).read_metrics()
 
-
-def _events(run_dir: str | Path) -> list[dict]:
-    from ragen_cli.monitor.jsonl import read_jsonl
-
-    path = Path(run_dir) / "events.jsonl"
-    return read_jsonl(path) if path.is_file() else []

@@ -15,6 +15,7 @@ from ragen_cli.envs import commands as envs_cmd
 from ragen_cli.eval import commands as eval_cmd
 from ragen_cli.models import commands as models_cmd
 from ragen_cli.monitor import commands as monitor_cmd
+from ragen_cli.publish import commands as publish_cmd
 from ragen_cli.rollout import commands as rollout_cmd
 from ragen_cli.spec import commands as spec_cmd
 from ragen_cli.train import commands as train_cmd
@@ -45,7 +46,7 @@ def _root(
 app.command("init")(spec_cmd.init)
 app.command("validate")(compile_cmd.validate)
 app.command("train")(train_cmd.train)
-app.command("export")(train_cmd.export)
+app.command("export")(publish_cmd.export)
 app.command("eval")(eval_cmd.eval_command)
 app.command("watch")(tui_cmd.watch)
 app.command("health")(monitor_cmd.health)

@@ -299,27 +299,3 @@ def load(ckpt: Path, engines) -> dict[str, Any]:
     if warning:
         warnings.warn(f"{ckpt}: {warning}", RuntimeWarning, stacklevel=2)
     return json.loads((ckpt / "state.json").read_text())
-
-
-def export(ckpt: Path, out: Path, repo: str | None = None) -> Path:
-    """A full HF model directory from checkpoint `ckpt` (adapter merged when it is LoRA), with a
-    model card README.md (train/model_card.py; `repo`: the hub repo it is pushed to)."""
-    from ragen_cli.train.lora import merge_adapter
-    from ragen_cli.train.model_card import write_card
-
-    ckpt = resolve_best(ckpt)
-    state_file, model = ckpt / "state.json", ckpt / "model"
-    if not state_file.is_file() or not model.is_dir():
-        raise FileNotFoundError(f"{ckpt} is not a ragen checkpoint (no state.json / model/)")
-    problems = checkpoint_problems(ckpt)
-    if problems:
-        raise CheckpointError(f"checkpoint {ckpt} is broken, nothing exported: {'; '.join(problems)}")
-    if out.exists() and any(out.iterdir()):
-        raise FileExistsError(f"output directory {out} exists and is not empty")
-    state = json.loads(state_file.read_text())
-    if state.get("lora"):
-        merge_adapter(Path(state["base_model"]), model, out)
-    else:
-        shutil.copytree(model, out, dirs_exist_ok=True)
-    write_card(ckpt, out, repo)
-    return out

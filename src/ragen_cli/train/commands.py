@@ -1,4 +1,4 @@
-"""`ragen train` and `ragen export` (light imports only; torch and DeepSpeed load inside).
+"""`ragen train` (light imports only; torch and DeepSpeed load inside).
 
 `ragen train SPEC` validates and compiles the spec, creates the run directory (resolved
 spec.yaml, plan.json) and runs the job: in this process for one process, through the Plan's
@@ -77,38 +77,6 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
         raise typer.Exit(code)
 
 
-def export(
-    checkpoint: Path = typer.Argument(..., help="A checkpoint directory (RUN_DIR/checkpoints/step-K)."),
-    out: Path = typer.Argument(..., help="Where to write the full model directory (must not exist or be empty)."),
-    push_to_hub: Optional[str] = typer.Option(None, "--push-to-hub", metavar="REPO",
-                                              help="Then upload OUT to this Hugging Face model repo (org/name; created if missing)."),
-    private: bool = typer.Option(False, "--private", help="With --push-to-hub: create the repo private."),
-) -> None:
-    """Write a full Hugging Face model directory from a checkpoint (LoRA adapters merged) with a
-    model card README.md (spec, algorithm, steps, eval table); --push-to-hub uploads it."""
-    from ragen_cli.train.checkpoint import CheckpointError
-    from ragen_cli.train.checkpoint import export as export_ckpt
-    from ragen_cli.train.hub import HubError, check_push, push
-
-    try:
-        if private and push_to_hub is None:
-            raise HubError("--private applies to the repo --push-to-hub creates: give --push-to-hub REPO too")
-        if push_to_hub is not None:
-            check_push(push_to_hub, out)  # before anything is written
-        path = export_ckpt(checkpoint, out, push_to_hub)
-    except (FileNotFoundError, FileExistsError, CheckpointError, HubError) as exc:
-        typer.echo(f"ragen export: {exc}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(f"ragen: exported {checkpoint} to {path} (model card: {path / 'README.md'})")
-    if push_to_hub is not None:
-        try:
-            url = push(path, push_to_hub, private, checkpoint)
-        except HubError as exc:
-            typer.echo(f"ragen export: {exc}", err=True)
-            raise typer.Exit(RUN_FAILED) from None
-        typer.echo(f"ragen: pushed {path} to {url}")
-
-
 def _model_or_exit(name: str) -> None:
     """Resolve the model before anything starts (a built-in is converted once, a hub id fetched
     unless HF_HUB_OFFLINE is set); a reference that cannot be resolved is exit 2, no run dir."""
@@ -182,9 +150,9 @@ def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:
 
 
 def _run(spec, plan, run_dir: Path, resume: bool, quiet: bool) -> int:
-    """Run the job (`ragen_cli.api.run_job`: in this process, or the launched workers); returns
+    """Run the job (`train.job.run_job`: in this process, or the launched workers); returns
     the exit code."""
-    from ragen_cli.api import RunFailed, run_job
+    from ragen_cli.train.job import RunFailed, run_job
     from ragen_cli.train.checkpoint import CheckpointError
 
     try:
