@@ -2,7 +2,7 @@
 
     python tests/mcp_tool_server.py [DEATH_FILE]
 
-Tools: `multiply(a, b)`, `lookup(key)` (a small table), `fail(reason)` (raises: an error result),
+Tools: `multiply(a, b)`, `lookup(key)` (a small table), `fail(reason)` (raises ToolError: an error result),
 `nap(seconds)` (sleeps: for timeouts) and `crash()`, which ends the process without answering (a
 server that dies). With DEATH_FILE, each start appends a line to it, so a test can count starts.
 """
@@ -14,6 +14,7 @@ import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 app = MCPServer("ragen-test-tools")
 TABLE = {"apple": 3, "pear": 5, "plum": 8}
@@ -33,8 +34,8 @@ def lookup(key: str) -> int:
 
 @app.tool()
 def fail(reason: str) -> str:
-    """Raise an error with the given reason."""
-    raise ValueError(reason)
+    """Fail with the given reason (the SDK's ToolError: an error result that carries the message)."""
+    raise ToolError(reason)
 
 
 @app.tool()

@@ -30,7 +30,7 @@ from typing import Any
 
 from ragen_cli.envs.base import EnvFailure
 
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 120.0  # a Python server imports the SDK first (tens of seconds on a loaded machine)
 
 
 class ToolServerError(EnvFailure):
@@ -51,8 +51,8 @@ def server_argv(command: str | list[str]) -> list[str]:
 class McpServer:
     """One MCP server process and the client session to it (module docstring)."""
 
-    def __init__(self, argv: list[str], cwd: str):
-        self.argv, self.cwd = list(argv), cwd
+    def __init__(self, argv: list[str], cwd: str, start_timeout_s: float = START_TIMEOUT_S):
+        self.argv, self.cwd, self.start_timeout_s = list(argv), cwd, start_timeout_s
         self.label = shlex.join(self.argv)
         self.restarts = 0
         self.tools: list[Any] = []  # mcp Tool objects (name, description, input_schema)
@@ -63,14 +63,17 @@ class McpServer:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
+        import mcp.client.stdio  # noqa: F401 - imported here, not on the clock of the start timeout
+
         loop = asyncio.new_event_loop()
         threading.Thread(target=loop.run_forever, name="ragen-mcp", daemon=True).start()
         self._loop, ready = loop, threading.Event()
         self._stop_event: asyncio.Event | None = None
         self._serving = asyncio.run_coroutine_threadsafe(self._serve(ready), loop)
-        if not ready.wait(START_TIMEOUT_S):
+        if not ready.wait(self.start_timeout_s):
             self.stop()
-            raise ToolServerError(f"MCP server `{self.label}` did not answer within {START_TIMEOUT_S:g} s{self._tail()}")
+            raise ToolServerError(f"MCP server `{self.label}` did not answer within {self.start_timeout_s:g} s "
+                                  f"(start_timeout_s){self._tail()}")
         if self._serving.done() and self._serving.exception() is not None:
             err = self._serving.exception()
             self.stop()
@@ -163,14 +166,14 @@ _SERVERS: dict[tuple[tuple[str, ...], str], McpServer] = {}
 _LOCK = threading.Lock()
 
 
-def server_for(command: str | list[str]) -> McpServer:
+def server_for(command: str | list[str], start_timeout_s: float = START_TIMEOUT_S) -> McpServer:
     """The running server of `command` in the current directory, started on first use."""
     argv = server_argv(command)
     key = (tuple(argv), os.getcwd())
     with _LOCK:
         server = _SERVERS.get(key)
         if server is None:
-            server = McpServer(argv, os.getcwd())
+            server = McpServer(argv, os.getcwd(), start_timeout_s)
             server.start()
             _SERVERS[key] = server
         return server

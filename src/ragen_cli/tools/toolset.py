@@ -80,7 +80,7 @@ def mcp_schema(tool: Any) -> dict:
 _TOOLSETS: dict[tuple, Toolset] = {}
 
 
-def toolset(tools: tuple[str, ...] | list[str], mcp_servers: tuple | list) -> Toolset:
+def toolset(tools: tuple[str, ...] | list[str], mcp_servers: tuple | list, start_timeout_s: float = 120.0) -> Toolset:
     """The toolset of an env config, built once per process and directory (the driver makes one
     env per episode); starts the MCP servers."""
     key = (tuple(tools), tuple(str(c) for c in mcp_servers), os.getcwd())
@@ -93,7 +93,7 @@ def toolset(tools: tuple[str, ...] | list[str], mcp_servers: tuple | list) -> To
             ts.add(tool.schema, ref)
             ts.py[tool.name] = tool
         for command in mcp_servers:
-            server = server_for(command)
+            server = server_for(command, start_timeout_s)
             for listed in server.tools:
                 ts.add(mcp_schema(listed), f"MCP server `{server.label}`")
                 ts.mcp[listed.name] = server

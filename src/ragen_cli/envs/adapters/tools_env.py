@@ -49,6 +49,8 @@ class ToolsConfig(DatasetConfig):
     """The model's tool-call format: hermes (<tool_call>{"name", "arguments"}</tool_call>, Hermes / Qwen) or llama3 (a JSON object {"name", "parameters"}, Llama 3.1)."""
     timeout_s: float = 10.0
     """Time limit of one tool call; past it the model gets an error result."""
+    start_timeout_s: float = 120.0
+    """How long an MCP server may take to start and list its tools (a Python server imports the SDK first)."""
     max_result_chars: int = 2000
     """Longer tool results are cut to this many characters."""
     system_prompt: str = "Answer the question. Use the tools when they help, then give the final answer without a tool call."
@@ -66,8 +68,8 @@ class ToolsConfig(DatasetConfig):
             raise ValueError("tools or mcp_servers is required: at least one module:function or MCP server command")
         if self.feedback:
             raise ValueError("feedback is the dataset adapter's; a tools episode continues through its tool calls")
-        if not self.timeout_s > 0 or self.max_result_chars < 1 or self.max_actions < 1:
-            raise ValueError("timeout_s, max_result_chars and max_actions must be positive")
+        if not self.timeout_s > 0 or not self.start_timeout_s > 0 or self.max_result_chars < 1 or self.max_actions < 1:
+            raise ValueError("timeout_s, start_timeout_s, max_result_chars and max_actions must be positive")
         budget, self.max_actions = self.max_actions, 1  # the dataset checks allow several answers only with feedback
         try:
             super().__post_init__()
@@ -92,7 +94,7 @@ class ToolsEnv(DatasetEnv):
         from ragen_cli.tools.toolset import toolset
 
         super().__init__(config)
-        self.toolset = toolset(self.config.tools, self.config.mcp_servers)
+        self.toolset = toolset(self.config.tools, self.config.mcp_servers, self.config.start_timeout_s)
         self.messages: list[dict] = []
         self.stats = _zero_stats()
 

@@ -1,0 +1,92 @@
+"""MCP servers as tools through the real `mcp` SDK (2.x): a stdio server the test starts
+(tests/mcp_tool_server.py, the SDK's MCPServer), its tools listed into schemas, called with the
+model's arguments, error results, timeouts, and a server that dies: restarted once, then
+`ToolServerError` names it."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SERVER = Path(__file__).resolve().parent / "mcp_tool_server.py"
+REWARDS = '''
+def correct(prompts, completions, answer, **kwargs):
+    return [float(c.strip() == a) for c, a in zip(completions, answer)]
+'''
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "my_rewards.py").write_text(REWARDS, encoding="utf-8")
+    (tmp_path / "data.jsonl").write_text(json.dumps({"prompt": "What is plum worth?", "answer": "8"}) + "\n",
+                                         encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def call(name: str, **arguments) -> str:
+    return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments})}</tool_call>"
+
+
+def test_an_mcp_server_s_tools_are_listed_called_and_fail_softly(project):
+    from ragen_cli.envs.registry import make_env
+    from ragen_cli.tools.mcp_server import stop_all
+
+    command = f"{{python}} {SERVER}"
+    try:
+        env = make_env("tools", {"path": "data.jsonl", "rewards": ["my_rewards:correct"], "mcp_servers": [command],
+                                 "timeout_s": 8.0})
+        schemas = {s["function"]["name"]: s["function"] for s in env.tool_schemas()}
+        assert list(schemas) == ["multiply", "lookup", "fail", "nap", "crash"]
+        # the server's own inputSchema (pydantic's, from its type hints) is the schema the model sees
+        assert schemas["lookup"] == {"name": "lookup", "description": "The value of a fruit in the table.", "parameters": {
+            "type": "object", "properties": {"key": {"title": "Key", "type": "string"}}, "required": ["key"],
+            "title": "lookupArguments"}}
+        env.reset(seed=0)
+        env.step(call("lookup", key="plum") + call("multiply", a=3, b=4))
+        assert env.chat_messages() == [{"role": "tool", "name": "lookup", "content": "8"},
+                                       {"role": "tool", "name": "multiply", "content": "12"}]
+        env.step(call("fail", reason="no fruit") + call("nap", seconds=60))
+        fail, nap = env.chat_messages()
+        assert fail["content"] == "Error executing tool fail: no fruit"  # isError from the server: counted
+        assert nap["content"] == "Error: nap timed out after 8 s"
+        obs, reward, term, trunc, info = env.step("8")
+        assert (reward, term, info["success"]) == (1.0, True, True)
+        assert info["tool_stats"] == {"calls": 4, "invalid": 0, "errors": 2,
+                                      "per_tool": {"lookup": 1, "multiply": 1, "fail": 1, "nap": 1}}
+        # the session outlives a timed-out call: the next call is answered
+        env.reset(seed=0)
+        env.step(call("multiply", a=7, b=6))
+        assert env.chat_messages()[0]["content"] == "42"
+    finally:
+        stop_all()
+
+
+def test_a_server_that_dies_is_restarted_once_then_the_run_stops_naming_it(project):
+    from ragen_cli.envs.base import EnvFailure
+    from ragen_cli.envs.registry import make_env
+    from ragen_cli.tools.mcp_server import ToolServerError, stop_all
+
+    starts = project / "starts.txt"
+    command = [sys.executable, str(SERVER), str(starts)]
+    try:
+        env = make_env("tools", {"path": "data.jsonl", "rewards": ["my_rewards:correct"],
+                                 "mcp_servers": [" ".join(command)], "max_actions": 9})
+        env.reset(seed=0)
+        env.step(call("crash"))
+        [result] = env.chat_messages()
+        assert result["content"].startswith("Error: MCP server failed during the call to crash")
+        assert result["content"].endswith("the server was restarted")
+        assert len(starts.read_text().split()) == 2  # started, died, started again
+        env.step(call("lookup", key="apple"))
+        assert env.chat_messages()[0]["content"] == "3"  # the restarted server answers
+        with pytest.raises(ToolServerError) as err:
+            env.step(call("crash"))
+        assert isinstance(err.value, EnvFailure)  # the training loop saves its last step and stops on it
+        assert f"MCP server `{' '.join(command)}` died again after its one restart" in str(err.value)
+        assert len(starts.read_text().split()) == 2
+    finally:
+        stop_all()
