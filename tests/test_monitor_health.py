@@ -10,7 +10,7 @@ import random
 import pytest
 
 from ragen_cli.monitor.tracker import HealthTracker
-from ragen_cli.monitor.health import (Verdict, assess, assess_all, failure, progress, robust_z,
+from ragen_cli.monitor.health import (Verdict, assess, failure, progress, robust_z,
                                       smoothed)
 from ragen_cli.spec.health_spec import HealthSpec
 
@@ -37,6 +37,11 @@ def run(success, seed: int = 0, **over) -> list[dict]:
         rec.update({k: f(t) for k, f in over.items()})
         hist.append(rec)
     return hist
+
+
+def assess_all(history: list[dict], cfg) -> list[Verdict]:
+    """The verdict at every step, as the trainer saw it then."""
+    return [assess(history[: i + 1], cfg) for i in range(len(history))]
 
 
 def levels(hist, cfg=CFG):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ragen_cli.monitor.jsonl import JsonlTail, parse_lines
+from ragen_cli.monitor.jsonl import JsonlTail, scan_lines
 from ragen_cli.monitor.rundir import RunDir, RunDirError, latest_run
 
 
@@ -100,7 +100,8 @@ def test_tail_waits_for_file_and_for_line_end(tmp_path):
 def test_parse_lines_skips_garbage_complete_lines():
     data = b'{"a": 1}\nnot json\n[1, 2]\n{"b": 2}\n{"c"'
     # 3 complete lines are not objects or not JSON -> only a and b; consumed = up to last \n.
-    records, consumed = parse_lines(data)
+    scan = scan_lines(data)
+    records, consumed = scan.records, scan.consumed
     assert records == [{"a": 1}, {"b": 2}]
     assert consumed == len(data) - len(b'{"c"')
 

@@ -29,6 +29,12 @@ def saved(tiny_model_dir, tmp_path_factory):
     return tok, trajs, run
 
 
+def trained_texts(record: dict, tokenizer) -> list[str]:
+    """The decoded text of each run of trained tokens (one per turn in a correct trajectory)."""
+    runs = render.mask_runs(record["input_ids"], record["loss_mask"])
+    return [tokenizer.decode(ids, skip_special_tokens=False) for m, ids in runs if m]
+
+
 @pytest.mark.slow
 def test_no_observation_token_is_ever_trained(saved):
     tok, trajs, run = saved
@@ -37,9 +43,9 @@ def test_no_observation_token_is_ever_trained(saved):
     for traj, rec in zip(trajs, records):
         # each run of mask-1 tokens decodes to exactly that turn's generated text (the reply
         # minus the pre-filled "<think>", which is prompt)
-        assert render.trained_texts(rec, tok) == [t.reply[len("<think>"):] for t in traj.turns]
+        assert trained_texts(rec, tok) == [t.reply[len("<think>"):] for t in traj.turns]
         for obs in {t.obs for t in traj.turns}:
-            assert all(obs not in text for text in render.trained_texts(rec, tok))
+            assert all(obs not in text for text in trained_texts(rec, tok))
         assert all(rec["loss_mask"][i] == 1 for i in rec["turn_end"])
 
 

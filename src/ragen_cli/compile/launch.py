@@ -49,9 +49,8 @@ def weight_sync_mode(device: str) -> str:
     """How full weights reach vLLM after an update. The engine runs in the trainer's process on
     every device (`process_env`). "tensors" on CUDA: the worker loads the trainer's tensors by
     reference, no file, no copy. "file" on CPU: a safetensors file in /dev/shm that the worker
-    memory-maps, the route the CPU parity corpus was recorded with (docs/rollout.md); in a 4-step
-    `make train` A/B on 2 cores, tensors pushed in 0.6 s against the file's 1.0 s and no step was
-    faster beyond noise."""
+    memory-maps, the route the CPU parity corpus was recorded with; on CPU tensors push faster
+    but no step is (docs/rollout.md)."""
     return "tensors" if device == "cuda" else "file"
 
 

@@ -2,7 +2,7 @@
 
 `DS_ACCELERATOR=cpu` is set (when unset and no CUDA device is visible) before transformers is
 imported: transformers imports DeepSpeed's accelerator probe, which otherwise prints "Setting
-accelerator to CPU" warnings in every process (FEASIBILITY.md, pitfalls).
+accelerator to CPU" warnings in every process.
 """
 
 from __future__ import annotations

@@ -193,12 +193,11 @@ NARROWING: dict[str, Callable[[list[dict], "HealthSpec"], Reason | None]] = {
     "identical_replies": identical_replies,
     "joint_narrowing": joint_narrowing,
 }
-SIGNALS = NARROWING  # the names a spec or the TUI may refer to
 # Replies no longer depend on the state: I(X;Z) fell (RAGEN-2's template collapse), or half repeat
 # another word for word (RAGEN's "repetitive templates"); a slow learner's replies still differ.
 STATE_BLIND = ("template", "identical_replies")
 # A narrowing measure at its own limit, not the earlier joint sign or a grad spike: with no gain
-# to fall from, `no_gain` is the weakest failure, so it needs one of these too (2026-11-27).
+# to fall from, `no_gain` is the weakest failure, so it needs one of these too.
 NARROWED = ("in_group_std", "entropy", "distinct_ngrams", "identical_replies")
 
 
@@ -261,7 +260,7 @@ def assess(history: list[dict], cfg: "HealthSpec") -> Verdict:
 
 def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
     """Narrowing, progress and failure (module doc). The warm-up hides warnings, not a collapse
-    once `smooth` steps and a trained one (step 1 samples the base model) exist (2026-11-27)."""
+    once `smooth` steps and a trained one (step 1 samples the base model) exist."""
     early = len(history) < max(cfg.warmup_steps, 1)
     if early and len(history) < max(cfg.smooth, 2):
         return Verdict("healthy", [], step)
@@ -282,13 +281,9 @@ def _judge(history: list[dict], cfg: "HealthSpec", step: int | None) -> Verdict:
     signals = {r.signal for r in narrowing}
     if failed is not None and failed.signal == "no_gain" and not (signals & set(STATE_BLIND) and signals & set(NARROWED)):
         # A slow learner has not gained yet either (FrozenLake: 35 flat steps, then 0.12 -> 0.73);
-        # nor had Bandit seed 111 on the safe arm, its entropy at 74% of its peak (docs/health.md).
+        # nor has a Bandit run settled on the safe arm with its entropy still near its peak (docs/health.md).
         failed = None
     if failed is not None and len(narrowing) >= (1 if failed.signal == "wiped_out" else cfg.collapse_votes):
         return Verdict("collapse", [failed, *narrowing], step)
     return Verdict("healthy", [], step) if early else Verdict("warning", narrowing, step)
 
-
-def assess_all(history: list[dict], cfg: "HealthSpec") -> list[Verdict]:
-    """The verdict at every step, as the trainer saw it then (for charts and replays)."""
-    return [assess(history[: i + 1], cfg) for i in range(len(history))]

@@ -102,12 +102,6 @@ def _short(exc: Exception) -> str:
     return str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__
 
 
-def parse_lines(data: bytes) -> tuple[list[dict], int]:
-    """(records, bytes consumed) of `scan_lines`, for readers that skip bad lines silently."""
-    scan = scan_lines(data)
-    return scan.records, scan.consumed
-
-
 def read_jsonl(path: Path) -> list[dict]:
     """All complete JSON-object lines of `path`; [] when the file does not exist."""
     return read_jsonl_checked(path)[0]

@@ -12,7 +12,6 @@ Every line of metrics.jsonl also carries `step` (int) and `time` (Unix seconds):
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -182,7 +181,3 @@ def validate_metrics(values: dict[str, object]) -> list[str]:
             problems.append(f"metric {name!r} has non-numeric value {value!r}")
     return problems
 
-
-def is_finite_number(value: object) -> bool:
-    """True for an int or float that is not NaN or infinite (bools excluded)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

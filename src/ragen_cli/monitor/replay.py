@@ -23,7 +23,7 @@ def training_history(records: list[dict]) -> list[dict]:
 
 
 def with_sample_size(history: list[dict], spec: object) -> list[dict]:
-    """Runs recorded before `train/episodes` (2026-11-26) or `train/groups` (2026-11-28) existed:
+    """Runs recorded before the `train/episodes` and `train/groups` metrics existed:
     take them from the spec's env.train groups x group_size and groups, what every step rolled out."""
     env = spec.get("env") if isinstance(spec, dict) else None
     train = env.get("train") if isinstance(env, dict) else None

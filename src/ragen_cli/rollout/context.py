@@ -1,6 +1,6 @@
 """Turn an episode into token ids with the model's own chat template, token-exactly.
 
-Messages follow the reference code (REFERENCE.md section 1, "How turns become tokens"):
+Messages follow the reference code (RAGEN's `ctx_manager`, how turns become tokens):
 
     system:    "You're a helpful assistant. "
     user:      {env instruction}

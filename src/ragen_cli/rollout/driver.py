@@ -6,7 +6,7 @@ Group g shares `seeds[g]` across its N copies. Each episode becomes one `Traject
 exact token ids the model saw and sampled, a loss mask that is 1 on sampled tokens only,
 sampling log-probs, and per-turn rewards placed at each turn's last sampled token.
 
-Rules (issue 4, REFERENCE.md section 1):
+Rules (as RAGEN's reference code):
 1. Per-turn reward = sum of env rewards of the actions run that turn + `format_penalty` when
    the reply does not parse (then no action is run, but the turn counts).
 2. Actions run in order until the episode ends (terminated or the env's action budget).

@@ -32,11 +32,9 @@ Two ways a sync fails:
    against 3 x 0.030 measured on tokens it had been sure of (docs/health.md).
    One step's noise is itself a noisy scale: in bf16 it moves by 2-5x from step to step with the
    probe's tokens (0.002-0.24 in that run). So `noise_after` is also never below `recent`, the
-   largest noise the run measured in its last RECENT steps. Four healthy bf16 runs at 16x lr
-   stopped on the one-step scale: gaps 1.02, 1.37 and 2.73 times the tolerance from their step's
-   noise (fresh4 seeds 97, 98, 99; lags near 0), 3.2 times it in the run above (before
-   `noise_after`). All four pass with `recent` (the five steps before them measured up to
-   0.11-0.58), and the three resumed with it ran to their end without a stop. Over the
+   largest noise the run measured in its last RECENT steps: healthy bf16 runs at 16x lr stopped
+   on the one-step scale at 1.0-3.2 times the tolerance with lags near 0, and pass with `recent`
+   (docs/experiments/parity-bf16.md). Over the
    1310 recorded bf16 syncs of the health corpora's 139 runs (`bench/parity_corpus.py`) the gap
    reaches 0.81 of the tolerance set with `recent` (99th percentile 0.53). The first sync after a
    start or a resume has no history and is judged on its own noise, so a sync that never reaches
@@ -58,9 +56,9 @@ Two ways a sync fails:
    from `moved >= 2 x unit`, a half-synced one from `4 x unit`. The rounding part stays
    below that: the 1310 bf16 syncs of the health corpora's runs (`bench/parity_corpus.py`) miss at
    most 1.07 units (median 0.30 of those with lag > 1/4), and the random part is past STALE_Z =
-   4 standard deviations (one-sided normal tail 3e-5 per sync). The rule until 2026-11-27 read
-   `lag > 1/2` once `moved >= 2 x unit`: it stopped a healthy bf16 run (larger 4x seed 80, step 12:
-   lag 0.55 at moved 0.33, noise 0.072, a miss of 1.27 units; resumed, it learned to 1.00). As
+   4 standard deviations (one-sided normal tail 3e-5 per sync). A plain `lag > 1/2` once
+   `moved >= 2 x unit` would stop healthy bf16 syncs whose rounding lags 0.55 at a miss of
+   1.27 units (docs/experiments/parity-bf16.md). As
    the gap of a lagging engine is about `lag x moved`, in bf16 the size check above (3 x
    noise_after < 2 units) stops a stale or half-synced engine first; the lag decides where the
    tolerance is `threshold`, as in fp32.
@@ -68,8 +66,8 @@ Two ways a sync fails:
    on an unpeaked policy, but on a peaked one the probe's noise falls far below that. An fp32
    Bandit run (lr 2e-3, no filter) collapsed onto one reply (entropy 0) had updates halving every
    step, and its lag rose as they shrank (0.09, 0.19, 0.44 at moved 3.4e-6, 1.3e-6, 6.7e-7, noise
-   ~4e-8): the share of each update a merged fp32 copy rounds away. A lag of 0.56 then stopped
-   that healthy sync at step 17. So `unit` is at least FP32_RESOLUTION; in
+   ~4e-8): the share of each update a merged fp32 copy rounds away. A lag of 0.56 would then stop
+   that healthy sync. So `unit` is at least FP32_RESOLUTION; in
    bf16 (noise >= 1e-3) the floor never binds. A real fp32 update (moved >= 2e-6) is decided; in
    bf16 one that moves the log-probs by 4 times the kernels' noise. A smaller update leaves a lagging
    engine within a few times the kernels' own noise of the fresh one: not decided (the size

@@ -1,6 +1,6 @@
 """Parse a model reply into actions.
 
-The reply format follows the reference code (REFERENCE.md section 1): with thinking on, the
+The reply format follows RAGEN's reference code: with thinking on, the
 reply must contain `<think>...</think>` followed by `<answer>...</answer>`; with thinking off,
 only `<answer>...</answer>` is required. The answer is split on the action separator, each
 piece stripped, empty pieces dropped, and at most `max_actions` kept (extra actions are
@@ -60,7 +60,7 @@ def split_actions(answer: str, sep: str, max_actions: int) -> list[str]:
 def _think_answer(text: str, tags: ReplyTags = PAPER_TAGS) -> tuple[str, str] | None:
     """(think, answer) of the leftmost, laziest match of `<think>(.*?)</think>\\s*<answer>(.*?)</answer>`
     (the reference's `re.search`; `tags` name the four tags), found in linear time: the regex
-    backtracks once per `<think>` and takes seconds on a reply that repeats the tag (issue 21).
+    backtracks once per `<think>` and takes seconds on a reply that repeats the tag.
 
     Why this is the regex's match: a `</think>` that completes a match after some `<think>` also
     completes one after any earlier `<think>`, so the leftmost match starts at the first

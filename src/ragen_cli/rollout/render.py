@@ -32,12 +32,6 @@ def mask_runs(input_ids: list[int], loss_mask: list[int]) -> list[tuple[int, lis
     return runs
 
 
-def trained_texts(record: dict, tokenizer: Any) -> list[str]:
-    """The decoded text of each run of trained tokens (one per turn in a correct trajectory)."""
-    runs = mask_runs(record["input_ids"], record["loss_mask"])
-    return [tokenizer.decode(ids, skip_special_tokens=False) for m, ids in runs if m]
-
-
 def _as_record(traj: Any) -> dict:
     return traj if isinstance(traj, dict) else traj.to_record(with_tokens=True)
 

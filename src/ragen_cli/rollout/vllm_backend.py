@@ -34,7 +34,7 @@ def cpu_env_defaults(kv_cache_gib: int) -> None:
     for key, value in vllm_cpu_env(kv_cache_gib, os.cpu_count() or 1).items():
         os.environ.setdefault(key, value)
     # vLLM kills its engine when one model step takes over 300 s; on a busy 2-core machine a
-    # long prefill can (seen: EngineDeadError mid-run while other jobs shared the cores).
+    # long prefill can (EngineDeadError mid-run while other jobs share the cores).
     os.environ.setdefault("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "3600")
 
 

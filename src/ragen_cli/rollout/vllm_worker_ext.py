@@ -1,8 +1,7 @@
 """vLLM worker extension: push a full set of new weights into a running engine.
 
 Imported by name inside vLLM's worker process (`LLM(worker_extension_cls=...)`), so it must
-import without side effects. Why not `load_weights` alone (FEASIBILITY.md, "Pushing new
-weights into vLLM on CPU"): on CPU vLLM packs every linear layer's weight for its matrix
+import without side effects. Why not `load_weights` alone: on CPU vLLM packs every linear layer's weight for its matrix
 kernels and then empties `layer.weight` (shape [0]), so loading into it fails and the built-in
 `reload_weights` silently leaves the linears unchanged. The method below re-creates the
 emptied weight parameters through each layer's own `quant_method.create_weights`, loads the

@@ -122,7 +122,7 @@ def check_filter(spec: RunSpec) -> Found:
 def check_deepspeed(spec: RunSpec) -> Found:
     """Offload vs ZeRO stage, precision vs device, multi-node layout vs hostfile.
 
-    LoRA trains at stages 0-2 (FEASIBILITY.md saw 0 and 2 work with peft; stage 1 shards only
+    LoRA trains at stages 0-2 (0 and 2 work with peft; stage 1 shards only
     optimizer state, which LoRA does not change). ZeRO-3 is refused: nothing gathers its
     partitioned parameters for the weight sync, the merged LoRA weights, checkpoints or export.
     """

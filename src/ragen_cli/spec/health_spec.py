@@ -52,7 +52,7 @@ class HealthSpec(BaseModel):
                           "standard errors from the run's own step-to-step changes of its peak is a held gain (progress); "
                           "0 turns the guard off.")
     dead_frac: float = Field(0.95, gt=0.0, le=1.0, description="Failure / no signal: at least this share of groups with zero reward std (or of turns with format errors) for `smooth` steps; a failure only while the smoothed success is below 1/2.")
-    stall_steps: int = Field(10, ge=1, description="Unused since 2026-11-26 (the stall rule counted elapsed steps; `no_gain` replaced it); accepted so that earlier run directories load.")
+    stall_steps: int = Field(10, ge=1, description="Unused (the stall rule counted elapsed steps; `no_gain` replaced it); accepted so that earlier run directories load.")
     no_signal_steps: int = Field(3, ge=0, description="Say 'no signal' when this many steps in a row had no learning signal (at least dead_frac of the groups with one reward for all their rollouts, or of the turns unparsed), unless the run is solved; 0 turns it off.")
     empty_stop_steps: int = Field(0, ge=0, description="After this many steps in a row without a learning signal, the verdict is a collapse (RAGEN-2's rollout_filter_empty_stop_steps; with health.action stop the run ends); 0: only warn.")
     keep_ratio_factor: float = Field(0.5, gt=0.0, le=1.0, description="Intervention: multiply the filter's keep_ratio by this (stronger filtering; strategy top_k only); 1 leaves it.")

@@ -15,8 +15,6 @@ from ragen_cli.tui.widgets.events import EventLog
 from ragen_cli.tui.widgets.header import RunHeader
 from ragen_cli.tui.widgets.trajectories import TrajectoryBrowser
 
-TABS = ("charts", "events", "trajectories")
-
 
 class RunPane(Vertical):
     def __init__(self, state: RunState, **kwargs) -> None:
