@@ -86,7 +86,7 @@ def test_docs_spec_md_is_current():
     assert (ROOT / "docs" / "spec.md").read_text() == render(), "run: python scripts/gen_docs.py"
 
 
-@pytest.mark.parametrize("template", ["guess", "dataset", "gymnasium", "openenv"])
+@pytest.mark.parametrize("template", ["guess", "dataset", "gymnasium", "openenv", "tools"])
 def test_init_template_scaffolds_a_project_that_validates(template, tmp_path, monkeypatch):
     from ragen_cli.spec.commands import TEMPLATES
 
@@ -102,5 +102,5 @@ def test_init_template_scaffolds_a_project_that_validates(template, tmp_path, mo
 
 def test_init_refuses_an_unknown_template(tmp_path):
     result = CliRunner().invoke(app, ["init", str(tmp_path / "p"), "--template", "chess"])
-    assert result.exit_code == 2 and "unknown template 'chess'; choose one of guess, dataset, gymnasium, openenv" in result.output
+    assert result.exit_code == 2 and "unknown template 'chess'; choose one of guess, dataset, gymnasium, openenv, tools" in result.output
     assert not (tmp_path / "p").exists()

@@ -18,11 +18,12 @@ if TYPE_CHECKING:  # the loader builds the pydantic models (~0.3 s): only when a
     from ragen_cli.spec.loader import LoadedSpec
 
 SPEC_EXIT = 2  # a spec that cannot run: nothing was started
-TEMPLATES = ("guess", "dataset", "gymnasium", "openenv")
+TEMPLATES = ("guess", "dataset", "gymnasium", "openenv", "tools")
 """`ragen init --template` names: a folder each under ragen_cli/templates/ (package data, which
 the source tree's top-level `templates/` links to, so a plain `pip install .` carries them).
 guess: a custom env (my_env.py, a TextEnv); dataset: prompts and a reward function; gymnasium:
-a Gymnasium env through the adapter; openenv: an OpenEnv server through the adapter."""
+a Gymnasium env through the adapter; openenv: an OpenEnv server through the adapter; tools: a
+tool-calling task (a Python-function tool, data and a reward; docs/tools.md)."""
 
 
 def templates_dir(name: str = "guess") -> Path:
@@ -76,7 +77,7 @@ def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the project (created if missing)."),
     template: str = typer.Option("guess", "--template", "-t",
                                  help="guess (a custom env), dataset (prompts + a reward function), "
-                                      "gymnasium (a Gymnasium env) or openenv (an OpenEnv server)."),
+                                      "gymnasium (a Gymnasium env), openenv (an OpenEnv server) or tools (a tool-calling task)."),
 ) -> None:
     """Scaffold a project: a commented run spec and what it trains on, working as written."""
     if template not in TEMPLATES:
