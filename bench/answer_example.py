@@ -28,7 +28,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from ragen_cli.envs.registry import make_env
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
     from ragen_cli.rollout.driver import timed_rollouts
 
     tok, backend = tokenizer_and_engine(args.model)

@@ -20,7 +20,7 @@ import sys
 CHILD = r"""
 import json, resource, sys, time
 import torch
-from ragen_cli.algos.losses import entropy_from_logits, logprobs_from_logits
+from ragen_cli.algos.logits import entropy_from_logits, logprobs_from_logits
 from ragen_cli.models.builtin import resolve_model
 from ragen_cli.models.load import load_causal_lm
 from ragen_cli.spec.models import LoraSpec

@@ -66,7 +66,7 @@ def fixed_action_rate(env, seeds: list[int], action: str, moves: int) -> float:
 def copy_example_rate(env, seeds: list[int], rollout, mode: str) -> float:
     """The policy that answers each turn with the example the format line shows in validation
     (one episode per seed, so copy 0)."""
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
 
     def copied(seed):
         for turn in range(1, rollout.max_turns + 1):

@@ -50,7 +50,8 @@ def correct_moves(board: list[str], state: int) -> set[str]:
 def states(spec, seeds: list[int], tokenizer) -> list[tuple[list[int], set[str]]]:
     """(first-turn prompt ids, correct moves) per seed, built as the rollout driver builds them."""
     from ragen_cli.envs.registry import make_env
-    from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, turn_text
+    from ragen_cli.rollout.context import ChatFormat, EpisodeContext
+    from ragen_cli.rollout.prompts import answer_example, turn_text
 
     ro, env_ref = spec.rollout, spec.env.train
     fmt = ChatFormat(tokenizer, ro.think)

@@ -48,7 +48,8 @@ def bench_ragen(spec, plan, model_dir, batch, adv, args) -> float:
 def bench_bare(spec, model_dir, batch, adv, args) -> float:
     import torch
 
-    from ragen_cli.algos.losses import aggregate, entropy_from_logits, logprobs_from_logits, policy_loss
+    from ragen_cli.algos.logits import entropy_from_logits, logprobs_from_logits
+    from ragen_cli.algos.losses import aggregate, policy_loss
     from ragen_cli.models.load import load_causal_lm
 
     a = spec.algorithm

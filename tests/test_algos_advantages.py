@@ -9,17 +9,9 @@ import pytest
 import torch
 from torch.testing import assert_close
 
-from ragen_cli.algos.advantages import (
-    ADVANTAGES,
-    AdvantageInputs,
-    bi_level_gae,
-    gae,
-    grpo,
-    reinforce_loo,
-    token_rewards,
-    turn_end_mask,
-    turn_grpo,
-)
+from ragen_cli.algos.advantages import bi_level_gae, gae, grpo, reinforce_loo, turn_grpo
+from ragen_cli.algos.estimators import ADVANTAGES, AdvantageInputs
+from ragen_cli.algos.rewards import token_rewards, turn_end_mask
 from ragen_cli.spec.models import AlgorithmSpec
 
 T_ = torch.tensor

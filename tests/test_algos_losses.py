@@ -9,14 +9,13 @@ import pytest
 import torch
 from torch.testing import assert_close
 
+from ragen_cli.algos.logits import entropy_from_logits, logprobs_from_logits
 from ragen_cli.algos.losses import (
     AGGREGATIONS,
     KL_ESTIMATORS,
     aggregate,
-    entropy_from_logits,
     explained_variance,
     kl,
-    logprobs_from_logits,
     policy_loss,
     value_loss,
 )

@@ -44,7 +44,8 @@ def test_what_the_probe_finds_in_each_family(template, stable, system, eot):
 
 
 def test_gemma_gets_the_system_prompt_at_the_start_of_the_first_user_message():
-    from ragen_cli.rollout.context import SYSTEM_PROMPT, ChatFormat
+    from ragen_cli.rollout.context import ChatFormat
+    from ragen_cli.rollout.prompts import SYSTEM_PROMPT
 
     fmt = ChatFormat(tokenizer("gemma"), think=False)
     text = fmt.tokenizer.decode(fmt.first_prompt(SYSTEM_PROMPT, "Pick an arm."))
@@ -124,7 +125,7 @@ def test_chat_template_and_tags_fields_refuse_bad_values(tmp_path):
 
 
 def test_reply_tags_of_a_model_drive_the_format_line_prefill_and_parsing():
-    from ragen_cli.rollout.context import prefill, reply_format, turn_text
+    from ragen_cli.rollout.prompts import prefill, reply_format, turn_text
     from ragen_cli.rollout.driver import answer_start
     from ragen_cli.rollout.parse import ReplyTags, parse_reply
 

@@ -5,7 +5,7 @@ seed 0: 0.637, 0.270; seed 3: 0.0856, 0.2368 (printed once with numpy, stable ac
 import numpy as np
 import pytest
 
-from ragen_cli.envs.base import EnvConfigError
+from ragen_cli.envs.config import EnvConfigError
 from ragen_cli.envs.registry import check_env, list_envs, make_env
 
 

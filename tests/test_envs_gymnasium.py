@@ -17,7 +17,7 @@ from __future__ import annotations
 import gymnasium
 import pytest
 
-from ragen_cli.envs.base import EnvConfigError
+from ragen_cli.envs.config import EnvConfigError
 from ragen_cli.envs.registry import check_env, make_env
 from ragen_cli.rollout.driver import run_rollouts
 from ragen_cli.spec.models import EnvRef, RolloutSpec

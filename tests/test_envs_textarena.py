@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from ragen_cli.envs.adapters.textarena_env import listed_moves
-from ragen_cli.envs.base import EnvConfigError
+from ragen_cli.envs.config import EnvConfigError
 from ragen_cli.envs.registry import check_env, make_env
 from ragen_cli.rollout.driver import run_rollouts
 from ragen_cli.spec.models import EnvRef, RolloutSpec

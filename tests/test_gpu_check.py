@@ -1,5 +1,5 @@
 """scripts/gpu-check.sh in its CPU dry mode: the same checks a GPU machine runs (module doc of
-ragen_cli/gpucheck.py), on this machine's CPU in the precision `auto` resolves to here (bf16 on
+ragen_cli/gpucheck/), on this machine's CPU in the precision `auto` resolves to here (bf16 on
 a CPU with AVX512-BF16, else fp32). One JSON line on stdout; exit 0 when every check passed."""
 
 from __future__ import annotations

@@ -234,7 +234,7 @@ def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
     # a group still share their turn-1 prompt (one generate call with n=N).
     import random
 
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
 
     rollout = RolloutSpec(max_turns=2, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
                           answer_example="random")
@@ -262,7 +262,7 @@ def test_answer_example_random_is_drawn_per_initial_state_and_turn(tok):
 
 def test_example_groups_fade_linearly_then_stop():
     # ceil(P x (steps - s + 1) / steps) for s <= steps, then 0; None shows it in every group.
-    from ragen_cli.rollout.context import eval_answer_example, example_groups
+    from ragen_cli.rollout.prompts import eval_answer_example, example_groups
 
     # P=8, steps=10: 8x10/10=8, 8x9/10=7.2->8, 6.4->7, 5.6->6, 4.8->5, 4, 3.2->4, 2.4->3, 1.6->2, 0.8->1
     assert [example_groups(s, 8, 10) for s in range(1, 13)] == [8, 8, 7, 6, 5, 4, 4, 3, 2, 1, 0, 0]
@@ -273,7 +273,7 @@ def test_example_groups_fade_linearly_then_stop():
 
 def test_only_the_first_shown_groups_see_the_example(tok):
     # shown=1 of 2 groups: group 0's prompts carry the random example, group 1's the placeholder.
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
 
     rollout = RolloutSpec(max_turns=1, max_actions_per_turn=2, max_tokens_per_turn=12, think=False,
                           answer_example="random")
@@ -286,7 +286,7 @@ def test_only_the_first_shown_groups_see_the_example(tok):
 
 
 def test_validation_shows_the_example_unless_it_fades(tok):
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
     from ragen_cli.spec.models import EnvSpec, ModelSpec, RunSpec, TrainEnvSpec, ValSpec
     from ragen_cli.train.validate import run_validation
 
@@ -307,7 +307,7 @@ def test_answer_example_random_per_rollout_differs_between_a_groups_copies(tok):
     # seed 0 get their own examples (3 prompts in the turn-1 call, not one with n=3).
     import random
 
-    from ragen_cli.rollout.context import answer_example
+    from ragen_cli.rollout.prompts import answer_example
 
     actions = ["Left", "Down", "Right", "Up"]
     rng = random.Random("answer-example:0:2:1")  # seed 0, copy 2, turn 1

@@ -17,18 +17,11 @@ Deviations from the papers, shared by everything here:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Protocol
-
 import torch
 
 from .masked import check_same_shape, group_index, group_moments, masked_whiten
-from .rewards import token_rewards, turn_end_mask
 
-__all__ = [
-    "ADVANTAGES", "AdvantageConfig", "AdvantageInputs", "bi_level_gae", "gae", "grpo",
-    "reinforce_loo", "token_rewards", "turn_end_mask", "turn_grpo",
-]
+__all__ = ["bi_level_gae", "gae", "grpo", "reinforce_loo", "turn_grpo"]
 
 
 def _check_rewards_on_mask(rewards: torch.Tensor, where: torch.Tensor, what: str) -> None:
@@ -236,96 +229,3 @@ def reinforce_loo(scores: torch.Tensor, group: torch.Tensor, mask: torch.Tensor)
     return torch.where(mask.bool(), adv[:, None], 0.0)
 
 
-# ------------------------------------------------------------------------------ dispatch
-class AdvantageConfig(Protocol):
-    """The fields the estimators read; ``spec.models.AlgorithmSpec`` satisfies it."""
-
-    gamma: float
-    lam: float
-    bi_level_gae: bool
-    high_level_gamma: float
-    grpo_norm_std: bool
-    turn_rewards: bool
-
-
-@dataclass(frozen=True)
-class AdvantageInputs:
-    """One batch's inputs to any estimator in ``ADVANTAGES`` (shapes ``B`` x ``T``).
-
-    ``mask[B,T]``: loss mask (1 on sampled tokens). ``rewards[B,T]``: token rewards from
-    ``token_rewards``. ``turn_ends[B,T]`` bool: each turn's last sampled token. ``scores[B]``:
-    episode reward (sum of turn rewards) used by the outcome estimators. ``group[B]``: integer
-    group id (initial state). ``values[B,T]``: critic values, required by ``"gae"`` only.
-    """
-
-    mask: torch.Tensor
-    rewards: torch.Tensor
-    turn_ends: torch.Tensor
-    scores: torch.Tensor
-    group: torch.Tensor
-    values: torch.Tensor | None = None
-
-    def __post_init__(self) -> None:
-        check_same_shape(mask=self.mask, rewards=self.rewards, turn_ends=self.turn_ends)
-        if self.values is not None:
-            check_same_shape(mask=self.mask, values=self.values)
-        B = self.mask.shape[0]
-        if self.mask.dim() != 2 or self.scores.shape != (B,) or self.group.shape != (B,):
-            raise ValueError(
-                f"need mask [B,T], scores [B], group [B]; got {tuple(self.mask.shape)}, "
-                f"{tuple(self.scores.shape)}, {tuple(self.group.shape)}"
-            )
-
-    @classmethod
-    def from_turns(
-        cls,
-        turn_end: list[list[int]],
-        turn_rewards: list[list[float]],
-        group: list[int],
-        mask: torch.Tensor,
-        values: torch.Tensor | None = None,
-        turn_level: bool = False,
-    ) -> "AdvantageInputs":
-        """Build from the ragged per-trajectory fields of ``rollout.types.Trajectory``."""
-        T = mask.shape[1]
-        return cls(
-            mask=mask,
-            rewards=token_rewards(turn_end, turn_rewards, T, turn_level),
-            turn_ends=turn_end_mask(turn_end, T),
-            scores=torch.tensor([float(sum(rs)) for rs in turn_rewards]),
-            group=torch.tensor(group, dtype=torch.long),
-            values=values,
-        )
-
-
-def _outcome_returns(inp: AdvantageInputs) -> torch.Tensor:
-    """Undiscounted episode return on every sampled token (the 'returns' of critic-free runs)."""
-    return torch.where(inp.mask.bool(), inp.scores.float()[:, None], 0.0)
-
-
-def _gae_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    if inp.values is None:
-        raise ValueError("adv_estimator 'gae' needs critic values (AdvantageInputs.values is None)")
-    if cfg.bi_level_gae:
-        return bi_level_gae(inp.rewards, inp.values, inp.mask, inp.turn_ends, cfg.gamma, cfg.lam, cfg.high_level_gamma)
-    return gae(inp.rewards, inp.values, inp.mask, cfg.gamma, cfg.lam)
-
-
-def _grpo_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    if cfg.turn_rewards:
-        return turn_grpo(inp.rewards, inp.turn_ends, inp.group, inp.mask, cfg.grpo_norm_std)
-    return grpo(inp.scores, inp.group, inp.mask, cfg.grpo_norm_std), _outcome_returns(inp)
-
-
-def _reinforce_estimator(inp: AdvantageInputs, cfg: AdvantageConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    return reinforce_loo(inp.scores, inp.group, inp.mask), _outcome_returns(inp)
-
-
-Estimator = Callable[[AdvantageInputs, AdvantageConfig], tuple[torch.Tensor, torch.Tensor]]
-
-# Keyed by ``AlgorithmSpec.adv_estimator``; each returns ``(adv[B,T], returns[B,T])``.
-ADVANTAGES: dict[str, Estimator] = {
-    "gae": _gae_estimator,
-    "grpo": _grpo_estimator,
-    "reinforce": _reinforce_estimator,
-}

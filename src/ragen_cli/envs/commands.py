@@ -69,7 +69,7 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     """Print the instruction and the initial state for a seed."""
     env = _make(name, sets)
     obs, _ = env.reset(seed=seed)
-    from ragen_cli.envs.base import config_fields
+    from ragen_cli.envs.config import config_fields
 
     typer.echo(f"== {env.name} (seed {seed}, {env.max_actions} actions) ==")
     typer.echo("-- config (change with --set key=value) --")

@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib.metadata
 from dataclasses import dataclass, field
 
-from ragen_cli.envs.base import EnvConfigError, TextEnv, config_from_dict, import_ref
+from ragen_cli.envs.base import TextEnv, import_ref
+from ragen_cli.envs.config import EnvConfigError, config_from_dict
 
 ENTRY_POINT_GROUP = "ragen.envs"
 

@@ -29,7 +29,7 @@ from ragen_cli.eval.checkpoint import EvalInputError, Policy
 from ragen_cli.eval.manifest import build_manifest
 from ragen_cli.eval.report import CompareRow, EnvSummary, paired_successes, score_difference, summarize
 from ragen_cli.eval.stats import compare_paired
-from ragen_cli.rollout.context import eval_answer_example
+from ragen_cli.rollout.prompts import eval_answer_example
 from ragen_cli.spec.models import EnvRef, EnvSpec, RolloutSpec, RunSpec, TrainEnvSpec
 
 

@@ -27,7 +27,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ragen_cli.rollout.context import ChatFormat, EpisodeContext, answer_example, trains_per_turn, turn_text
+from ragen_cli.rollout.context import ChatFormat, EpisodeContext, trains_per_turn
+from ragen_cli.rollout.prompts import answer_example, turn_text
 from ragen_cli.rollout.parse import ReplyTags
 from ragen_cli.rollout.types import Sample, Trajectory, TurnRecord
 

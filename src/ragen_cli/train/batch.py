@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ragen_cli.algos.losses import entropy_from_logits, logprobs_from_logits
+from ragen_cli.algos.logits import entropy_from_logits, logprobs_from_logits
 
 
 @dataclass

@@ -22,7 +22,6 @@ CheckpointWriteError naming the cause; the earlier checkpoints are untouched.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -31,6 +30,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from ragen_cli.train.durable import fsync, fsync_tree, remove_dir, storage_hint
 from ragen_cli.train.rng import read_rng, rng_file_problems, rng_state, set_rng_state
 
 CKPT_RE = re.compile(r"^step-(\d+)$")
@@ -136,7 +136,7 @@ def prune(ckpt_root: Path, keep: int, protect: int | None = None) -> list[Path]:
     mid-delete leaves a `.old-step-*` (cleared later), never a half step-*."""
     old = [p for k, p in list_checkpoints(ckpt_root)[:-keep] if k != protect] if keep > 0 else []
     for p in old:
-        _remove_dir(p)
+        remove_dir(p)
     return old
 
 
@@ -151,7 +151,7 @@ def mark_best(ckpt_root: Path, step: int) -> Path:
     tmp.unlink(missing_ok=True)
     os.symlink(f"step-{step}", tmp)
     os.replace(tmp, link)
-    _fsync(ckpt_root)
+    fsync(ckpt_root)
     return link
 
 
@@ -212,7 +212,7 @@ def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: 
             full = {**state, "step": step, "base_model": str(model_dir), "lora": engines.lora, "deepspeed_tags": tags}
             full["history"] = full.get("history", [])[-HISTORY_TAIL:]
             (tmp / "state.json").write_text(json.dumps(full, indent=1))  # last: marks the checkpoint whole
-            _fsync_tree(tmp)
+            fsync_tree(tmp)
             if final.exists():  # saved again (after a rollback): the old one goes aside, then away
                 old = ckpt_root / f".old-{final.name}"
                 final.rename(old)
@@ -220,7 +220,7 @@ def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: 
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 tmp.rename(final)
-            _fsync(ckpt_root)
+            fsync(ckpt_root)
             prune(ckpt_root, keep, protect=state.get("best_step"))
     except Exception as exc:
         if rank == 0:
@@ -236,46 +236,7 @@ def _write_failure(ckpt_root: Path, step: int, exc: Exception) -> str:
     first = (str(exc).splitlines() or ["-"])[0][:200]
     return (f"checkpoint step-{step} could not be written to {ckpt_root} ({type(exc).__name__}: {first}); "
             + (f"the newest complete checkpoint, {kept.name}, is intact" if kept else "no earlier checkpoint exists")
-            + _storage_hint(ckpt_root, exc))
-
-
-def _storage_hint(ckpt_root: Path, exc: Exception) -> str:
-    """For a failed write (EFBIG, ENOSPC, EDQUOT, or torch's writer failing, whose messages do
-    not say why): the free space and the file-size limit, and the way out."""
-    import resource
-
-    written = getattr(exc, "errno", None) in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) or \
-        re.search(r"inline_container|PytorchStreamWriter|file write", str(exc)) is not None
-    if not written:
-        return ""
-    facts = [f"{shutil.disk_usage(ckpt_root).free / 2**30:.1f} GiB free on its disk"]
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-    if limit != resource.RLIM_INFINITY:
-        facts.append(f"files limited to {limit} bytes (ulimit -f)")
-    return f"; {', '.join(facts)}: free space or raise the limit, then resume (ragen train --resume)"
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(root: Path) -> None:
-    """fsync every file, then every directory (deepest first), so the rename publishes data on disk."""
-    for dirpath, _dirs, files in os.walk(root, topdown=False):
-        for name in files:
-            _fsync(Path(dirpath) / name)
-        _fsync(Path(dirpath))
-
-
-def _remove_dir(path: Path) -> None:
-    aside = path.with_name(f".old-{path.name}")
-    shutil.rmtree(aside, ignore_errors=True)
-    path.rename(aside)
-    shutil.rmtree(aside, ignore_errors=True)
+            + storage_hint(ckpt_root, exc))
 
 
 def load(ckpt: Path, engines) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import copy
 
 import torch
 
-from ragen_cli.algos.losses import logprobs_from_logits
+from ragen_cli.algos.logits import logprobs_from_logits
 from ragen_cli.monitor.collapse import spread_sample
 from ragen_cli.train.batch import module_device
 

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from ragen_cli.algos.advantages import ADVANTAGES, AdvantageInputs
+from ragen_cli.algos.estimators import ADVANTAGES, AdvantageInputs
 from ragen_cli.train.batch import Batch, collate, score
 from ragen_cli.train.engine import ref_context
 from ragen_cli.train.step_metrics import engine_tokens
@@ -29,7 +29,7 @@ def sample_seed(train_seed: int, step: int, rank: int = 0) -> int:
 def gather_rollouts(run, seeds: list[int], step: int):
     """Every process rolls out its share of the groups; all processes get all trajectories,
     grouped in seed order (group = index into `seeds`)."""
-    from ragen_cli.rollout.context import example_groups
+    from ragen_cli.rollout.prompts import example_groups
     from ragen_cli.rollout.driver import rollout_stats, run_rollouts
 
     spec = run.spec
@@ -91,7 +91,7 @@ def update_rows(turn_rows_on: bool, kept, episodes: Batch, world: int) -> tuple[
 
 
 def advantages(spec, episodes: Batch, values, rowmap: RowMap | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(adv, returns) by the spec's estimator (algos.advantages.ADVANTAGES), computed on the
+    """(adv, returns) by the spec's estimator (algos.estimators.ADVANTAGES), computed on the
     whole episodes; with per-turn rows (`rowmap`, from `update_rows`) the critic's `values` come
     on the rows' grid and the results go back to it."""
     a = spec.algorithm

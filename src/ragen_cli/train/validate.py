@@ -26,7 +26,7 @@ def should_validate(spec, step: int) -> bool:
 
 def run_validation(backend, tokenizer, spec) -> tuple[dict[str, float], list]:
     """(metrics, trajectories) of one validation pass."""
-    from ragen_cli.rollout.context import eval_answer_example
+    from ragen_cli.rollout.prompts import eval_answer_example
     from ragen_cli.rollout.driver import run_rollouts
 
     val = spec.env.val

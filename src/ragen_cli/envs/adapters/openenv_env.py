@@ -50,6 +50,7 @@ import numpy as np
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, WebSocketException
 
 from ragen_cli.envs.adapters.openenv_server import EnvServerError, acquire_server, release_server
+from ragen_cli.envs.adapters.openenv_session import Garbage, Refused, Session, close_quietly
 from ragen_cli.envs.base import EnvFailure, TextEnv, import_ref
 
 __all__ = ["EnvServerError", "OpenEnvConfig", "OpenEnvEnv"]
@@ -124,75 +125,15 @@ def load_function(target: str, key: str) -> Callable:
     return fn
 
 
-# --------------------------------------------------------------------- one session
-class _Session:
-    """One WebSocket session (= one Environment instance on the server)."""
-
-    def __init__(self, url: str, timeout_s: float):
-        from websockets.sync.client import connect
-
-        ws_url = "ws" + url[4:] if url.startswith("http") else url
-        # entered as a context (websockets >= 17 warns on a bare connect()), left in close()
-        self.conn = connect(ws_url.rstrip("/") + "/ws", open_timeout=timeout_s, close_timeout=1, proxy=None,
-                            max_size=64 << 20).__enter__()
-        self.timeout_s = timeout_s
-
-    def call(self, kind: str, data: dict) -> dict:
-        """Send one message; -> the answer's `data` (observation, reward, done). Raises
-        `_Refused` for an error answer, `_Garbage` for anything that is not the protocol."""
-        try:
-            self.conn.send(json.dumps({"type": kind, "data": data}))
-        except ConnectionClosed:
-            pass  # closed by the server, which may have said why first (no free session): read it
-        raw = self.conn.recv(timeout=self.timeout_s)
-        try:
-            answer = json.loads(raw)
-        except (TypeError, ValueError):
-            raise _Garbage(f"answered {kind} with non-JSON: {str(raw)[:200]!r}") from None
-        body = answer.get("data") if isinstance(answer, dict) else None
-        if isinstance(body, dict) and answer.get("type") == "error":
-            raise _Refused(str(body.get("code", "")), str(body.get("message", body))[:500])
-        if (not isinstance(body, dict) or answer.get("type") != "observation"
-                or not isinstance(body.get("observation"), dict)):
-            raise _Garbage(f"answered {kind} with {str(raw)[:200]!r}, not an observation")
-        return body
-
-    def close(self) -> None:
-        try:
-            self.conn.send(json.dumps({"type": "close", "data": {}}))
-        except Exception:  # closing is best effort: the server may be gone
-            pass
-        try:
-            self.conn.__exit__(None, None, None)
-        except Exception:
-            pass
-
-
-class _Garbage(Exception):
-    pass
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str):
-        super().__init__(f"{code}: {message}")
-        self.code = code
-
-
-def _close_quietly(holder: dict) -> None:
-    session = holder.pop("session", None)
-    if session is not None:
-        session.close()
-
-
 def _finalize(res: dict) -> None:
     """Close the env's session and release its server (at `close()`, or when it is collected)."""
-    _close_quietly(res)
+    close_quietly(res)
     server = res.pop("server", None)
     if server is not None:
         release_server(server)
 
 
-_TRANSPORT = (OSError, TimeoutError, WebSocketException, _Garbage, _Refused)
+_TRANSPORT = (OSError, TimeoutError, WebSocketException, Garbage, Refused)
 _INVALID = {"action_is_valid": False, "action_is_effective": False}
 
 
@@ -230,7 +171,7 @@ class OpenEnvEnv(TextEnv):
     # ----------------------------------------------------------------- hooks
     def _reset(self, rng: np.random.Generator) -> dict:
         c = self.config
-        _close_quietly(self._res)
+        close_quietly(self._res)
         if not self._close.alive:  # reset after close(): hold the server again, release it again
             self._close = weakref.finalize(self, _finalize, self._res)
         self._obs_text, self._total, self._done, self._steps = "", 0.0, False, 0
@@ -245,13 +186,13 @@ class OpenEnvEnv(TextEnv):
             if attempt:
                 time.sleep(c.backoff_s * 2 ** (attempt - 1))
             try:
-                self._res["session"] = _Session(url, c.timeout_s)
+                self._res["session"] = Session(url, c.timeout_s)
                 body = self._res["session"].call("reset", data)
                 self._obs_text = self._text(body["observation"])
                 return {}
-            except _Refused as err:
+            except Refused as err:
                 if err.code == "CAPACITY_REACHED":
-                    _close_quietly(self._res)
+                    close_quietly(self._res)
                     raise self._error(f"the server refused another session ({err}). Rollouts keep every episode "
                                       "of a step open at once (P groups x N copies): start the server with "
                                       "create_app(..., max_concurrent_envs=K), K >= P x N, and an Environment "
@@ -259,7 +200,7 @@ class OpenEnvEnv(TextEnv):
                 last = err
             except _TRANSPORT as err:
                 last = err
-            _close_quietly(self._res)
+            close_quietly(self._res)
         raise self._error(f"reset failed {c.retries + 1} times; last: {_what(last, c.timeout_s)}")
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
@@ -281,21 +222,21 @@ class OpenEnvEnv(TextEnv):
             body = session.call("step", payload)
             reward = body.get("reward")
             if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))):
-                raise _Garbage(f"answered step with reward {reward!r}, not a number")
+                raise Garbage(f"answered step with reward {reward!r}, not a number")
             text = self._text(body["observation"])
-        except _Refused as err:
+        except Refused as err:
             if err.code == "VALIDATION_ERROR":  # the action does not fit the server's Action model
                 return 0.0, False, {**_INVALID, "server_message": str(err)[:300]}
-            _close_quietly(self._res)
+            close_quietly(self._res)
             raise self._error(f"step {self._steps} was refused: {err}") from None
         except _TRANSPORT as err:
-            _close_quietly(self._res)
+            close_quietly(self._res)
             raise self._error(f"step {self._steps}: {_what(err, self.config.timeout_s)}") from None
         reward = float(reward or 0.0)
         self._obs_text, self._total = text, self._total + reward
         self._done = bool(body.get("done"))
         if self._done or self._actions_taken + 1 >= self.max_actions:  # the episode is over: free the session
-            _close_quietly(self._res)
+            close_quietly(self._res)
         return reward, self._done, {"action_is_valid": True, "action_is_effective": True}
 
     def _text(self, obs: dict) -> str:
@@ -309,7 +250,7 @@ class OpenEnvEnv(TextEnv):
         if not key:
             return json.dumps(obs, sort_keys=True, ensure_ascii=False)
         if key not in obs:
-            raise _Garbage(f"sent an observation without the field {key!r} (fields: {', '.join(sorted(obs)) or 'none'})")
+            raise Garbage(f"sent an observation without the field {key!r} (fields: {', '.join(sorted(obs)) or 'none'})")
         value = obs[key]
         return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
