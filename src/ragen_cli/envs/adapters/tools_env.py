@@ -141,6 +141,3 @@ class ToolsEnv(DatasetEnv):
             self.messages.append({"role": "tool", "name": call.name, "content": text})
         self.text = "\n".join(m["content"] for m in self.messages)
         return 0.0, False, {"action_is_valid": True, "action_is_effective": True, "tool_stats": self._stats()}
-
-    def _success(self) -> bool:
-        return self.total >= self.config.success_threshold
