@@ -363,3 +363,43 @@ def test_trained_tokens_are_the_sampled_tokens(project, template, parser, think,
     assert all(math.isfinite(x) for t in trajs for x in t.old_logprobs)
     text = tok.decode(trajs[0].input_ids)
     assert "12" in text and ("<tool_response>\n12\n</tool_response>" in text or "ipython" in text or "<|im_start|>tool\n12" in text)
+
+
+def test_a_template_that_re_renders_only_tool_turns_is_refused_by_name():
+    from ragen_cli.models.builtin import resolve_model
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.context import ChatFormat
+    from ragen_cli.spec.models import ModelSpec
+    from ragen_cli.tools.chat import ToolChatFormat
+
+    # ChatML that marks a reply once a tool result follows it: plain turns render as a prefix, tool turns do not
+    template = ("{%- for m in messages %}{%- if m.role == 'assistant' and not loop.last and "
+                "messages[loop.index0 + 1].role == 'tool' %}{{ '<|im_start|>assistant\\n[call] ' + m.content + "
+                "'<|im_end|>\\n' }}{%- else %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}"
+                "{%- endif %}{%- endfor %}{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{%- endif %}")
+    tok = load_tokenizer(resolve_model("tiny-random"), ModelSpec(chat_template=template))
+    assert ChatFormat(tok, False).prefix_stable is True
+    with pytest.raises(ValueError, match="renders plain turns as a prefix of later ones but re-renders tool turns"):
+        ToolChatFormat(tok, False, [MULTIPLY], "hermes")
+
+
+def test_thinking_replies_and_the_context_window_rule():
+    from ragen_cli.spec.models import RolloutSpec
+    from ragen_cli.tools.chat import ToolChatFormat, ToolEpisodeContext
+
+    class Env:
+        def instruction(self):
+            return "Answer."
+
+        def chat_messages(self):
+            return [{"role": "user", "content": "What is 3 * 4?"}]
+
+    ctx = ToolEpisodeContext(ToolChatFormat(tokenizer("qwen3_tools"), True, [MULTIPLY], "hermes"), Env())
+    think = RolloutSpec(think=True)
+    parsed = ctx.parse("<think> 3 times 4 </think>\n" + HERMES_CALL, think)
+    assert (parsed.format_ok, parsed.think, parsed.actions) == (True, "3 times 4", ["\n" + HERMES_CALL])
+    assert not ctx.parse("<think> still thinking " + HERMES_CALL, think).format_ok  # reasoning never closed
+    assert ctx.parse("12", RolloutSpec(think=False)).actions == ["12"]
+    ctx.commit_prompt("", None, ctx.next_prompt_ids("", None))
+    with pytest.raises(ValueError, match="rollout.context_window does not apply to tool envs"):
+        ctx.window_prompt(2)
