@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,8 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "my_rewards.py").write_text(REWARDS, encoding="utf-8")
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
     monkeypatch.chdir(tmp_path)
+    for name in ("my_tools", "my_rewards"):  # another test's modules of the same name must not answer
+        monkeypatch.delitem(sys.modules, name, raising=False)
     return tmp_path
 
 

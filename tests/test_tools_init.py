@@ -26,6 +26,8 @@ def test_init_tools_validates_and_its_tool_and_reward_work(tmp_path, monkeypatch
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in project.iterdir()) == ["data.jsonl", "my_rewards.py", "my_tools.py", "ragen.yaml", "val.jsonl"]
     monkeypatch.chdir(project)
+    for name in ("my_tools", "my_rewards"):  # the project's own modules, not another test's of the same name
+        monkeypatch.delitem(sys.modules, name, raising=False)
     result = CliRunner().invoke(app, ["validate", "ragen.yaml"])
     assert result.exit_code == 0, result.output
     from ragen_cli.envs.registry import make_env

@@ -24,6 +24,7 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "data.jsonl").write_text(json.dumps({"prompt": "What is plum worth?", "answer": "8"}) + "\n",
                                          encoding="utf-8")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "my_rewards", raising=False)  # another test's module of the same name
     return tmp_path
 
 
