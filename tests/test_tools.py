@@ -83,7 +83,7 @@ def config(**kw):
 
 # ----------------------------------------------------------------- schemas and spec errors
 def test_schema_comes_from_type_hints_and_docstring(project):
-    from ragen_cli.tools.functions import load_py_tool
+    from ragen_cli.envs.tools.functions import load_py_tool
 
     assert load_py_tool("my_tools:multiply").schema == MULTIPLY
 
@@ -107,7 +107,7 @@ def test_bad_configs_are_spec_errors_naming_the_problem(project):
 
 # ----------------------------------------------------------------- the two formats
 def test_hermes_calls_and_malformed_calls():
-    from ragen_cli.tools.formats import Call, ToolCallError, parse_calls
+    from ragen_cli.envs.tools.formats import Call, ToolCallError, parse_calls
 
     one = '<tool_call>\n{"name": "multiply", "arguments": {"a": 3, "b": 4}}\n</tool_call>'
     assert parse_calls(one, "hermes") == [Call("multiply", {"a": 3, "b": 4})]
@@ -133,7 +133,7 @@ def test_hermes_calls_and_malformed_calls():
 
 
 def test_llama3_calls_and_malformed_calls():
-    from ragen_cli.tools.formats import Call, ToolCallError, parse_calls
+    from ragen_cli.envs.tools.formats import Call, ToolCallError, parse_calls
 
     assert parse_calls('{"name": "multiply", "parameters": {"a": 3, "b": 4}}', "llama3") == [Call("multiply", {"a": 3, "b": 4})]
     assert parse_calls('<|python_tag|>{"name": "f", "arguments": {"x": 1}}', "llama3") == [Call("f", {"x": 1})]
@@ -194,7 +194,7 @@ def test_invalid_calls_are_not_run_and_the_budget_ends_an_episode_without_an_ans
 def test_metrics_of_a_step_from_the_episodes_stats():
     from ragen_cli.monitor.metrics import validate_metrics
     from ragen_cli.rollout.types import Trajectory
-    from ragen_cli.tools.chat import tool_metrics
+    from ragen_cli.rollout.tool_chat import tool_metrics
 
     stats = [{"calls": 3, "invalid": 1, "errors": 1, "per_tool": {"multiply": 2, "lookup": 1}},
              {"calls": 1, "invalid": 0, "errors": 0, "per_tool": {"multiply": 1}}]
@@ -225,7 +225,7 @@ QWEN_TOOLS = ("\n\n# Tools\n\nYou may call one or more functions to assist with 
 
 def first_and_second(template, parser, call, think=False, **kwargs):
     """Turn 1's prompt and the turn-2 piece after a call, decoded, under one template."""
-    from ragen_cli.tools.chat import ToolChatFormat, ToolEpisodeContext
+    from ragen_cli.rollout.tool_chat import ToolChatFormat, ToolEpisodeContext
 
     class Env:  # the two calls a tool env answers (envs/adapters/tools_env.py), for one fixed exchange
         def __init__(self):
@@ -289,7 +289,7 @@ def test_llama3_puts_the_tools_in_the_first_user_message_and_results_in_ipython_
 
 
 def test_smollm2_without_tool_support_gets_the_tools_in_its_system_prompt():
-    from ragen_cli.tools.formats import tool_prompt
+    from ragen_cli.envs.tools.formats import tool_prompt
 
     first, second, fmt = first_and_second(None, "hermes", HERMES_CALL)
     assert (fmt.native, fmt.prefix_stable) == (False, True)
@@ -373,7 +373,7 @@ def test_a_template_that_re_renders_only_tool_turns_is_refused_by_name():
     from ragen_cli.models.load import load_tokenizer
     from ragen_cli.rollout.context import ChatFormat
     from ragen_cli.spec.models import ModelSpec
-    from ragen_cli.tools.chat import ToolChatFormat
+    from ragen_cli.rollout.tool_chat import ToolChatFormat
 
     # ChatML that marks a reply once a tool result follows it: plain turns render as a prefix, tool turns do not
     template = ("{%- for m in messages %}{%- if m.role == 'assistant' and not loop.last and "
@@ -388,7 +388,7 @@ def test_a_template_that_re_renders_only_tool_turns_is_refused_by_name():
 
 def test_thinking_replies_and_the_context_window_rule():
     from ragen_cli.spec.models import RolloutSpec
-    from ragen_cli.tools.chat import ToolChatFormat, ToolEpisodeContext
+    from ragen_cli.rollout.tool_chat import ToolChatFormat, ToolEpisodeContext
 
     class Env:
         def instruction(self):

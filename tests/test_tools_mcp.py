@@ -34,7 +34,7 @@ def call(name: str, **arguments) -> str:
 
 def test_an_mcp_server_s_tools_are_listed_called_and_fail_softly(project):
     from ragen_cli.envs.registry import make_env
-    from ragen_cli.tools.mcp_server import stop_all
+    from ragen_cli.envs.tools.mcp_server import stop_all
 
     command = f"{{python}} {SERVER}"
     try:
@@ -69,7 +69,7 @@ def test_an_mcp_server_s_tools_are_listed_called_and_fail_softly(project):
 def test_a_server_that_dies_is_restarted_once_then_the_run_stops_naming_it(project):
     from ragen_cli.envs.base import EnvFailure
     from ragen_cli.envs.registry import make_env
-    from ragen_cli.tools.mcp_server import ToolServerError, stop_all
+    from ragen_cli.envs.tools.mcp_server import ToolServerError, stop_all
 
     starts = project / "starts.txt"
     command = [sys.executable, str(SERVER), str(starts)]

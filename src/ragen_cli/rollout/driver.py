@@ -67,8 +67,8 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
                 env = make_env(env_ref.name, dict(env_ref.config))
                 envs.append(env)
                 obs, info = env.reset(seed=seed)
-                if hasattr(env, "tool_schemas"):  # a tool env: tools= and tool messages (tools/chat.py)
-                    from ragen_cli.tools.chat import tool_context
+                if hasattr(env, "tool_schemas"):  # a tool env: tools= and tool messages (rollout/tool_chat.py)
+                    from ragen_cli.rollout.tool_chat import tool_context
 
                     ctx = tool_context(env, tokenizer, rollout)
                 else:
@@ -235,7 +235,7 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     executed = sum(t.executed for t in turns)
     shown = [t.copied_example for t in turns if t.copied_example is not None]
     copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
-    from ragen_cli.tools.chat import tool_metrics
+    from ragen_cli.rollout.tool_chat import tool_metrics
 
     return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs),
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),

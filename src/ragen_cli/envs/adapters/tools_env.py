@@ -25,7 +25,7 @@ episode with reward 0.
 
 The driver sees this env through two calls besides the text-env protocol: `tool_schemas()` (the
 chat template's `tools=`) and `chat_messages()` (the messages the last reset or step added);
-`tools/chat.py` builds the episode's context from them. `info["tool_stats"]` holds the episode's
+`rollout/tool_chat.py` builds the episode's context from them. `info["tool_stats"]` holds the episode's
 counts so far (the metrics in docs/metrics.md).
 """
 
@@ -59,9 +59,9 @@ class ToolsConfig(DatasetConfig):
     """Replies per episode: tool-calling rounds plus the final answer."""
 
     def __post_init__(self) -> None:
-        from ragen_cli.tools.formats import check_parser
-        from ragen_cli.tools.functions import load_py_tool
-        from ragen_cli.tools.mcp_server import server_argv
+        from ragen_cli.envs.tools.formats import check_parser
+        from ragen_cli.envs.tools.functions import load_py_tool
+        from ragen_cli.envs.tools.mcp_server import server_argv
 
         check_parser(self.parser)
         if not self.tools and not self.mcp_servers:
@@ -91,7 +91,7 @@ class ToolsEnv(DatasetEnv):
     config_class = ToolsConfig
 
     def __init__(self, config: Any = None):
-        from ragen_cli.tools.toolset import toolset
+        from ragen_cli.envs.tools.toolset import toolset
 
         super().__init__(config)
         self.toolset = toolset(self.config.tools, self.config.mcp_servers, self.config.start_timeout_s)
@@ -116,7 +116,7 @@ class ToolsEnv(DatasetEnv):
         return {**info, "tool_stats": self._stats()}
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
-        from ragen_cli.tools.formats import ToolCallError, parse_calls
+        from ragen_cli.envs.tools.formats import ToolCallError, parse_calls
 
         c = self.config
         try:

@@ -31,7 +31,7 @@ from typing import Any
 
 from ragen_cli.rollout.context import _MARK, ChatFormat, EpisodeContext, Segment
 from ragen_cli.rollout.parse import PAPER_TAGS, ParsedReply, ReplyTags
-from ragen_cli.tools.formats import Call, call_text, tool_prompt
+from ragen_cli.envs.tools.formats import Call, call_text, tool_prompt
 
 _PROBE_TOOL = {"type": "function", "function": {"name": "ragen_probe_tool", "description": "probe",
                                                  "parameters": {"type": "object", "properties": {}}}}

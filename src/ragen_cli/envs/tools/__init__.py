@@ -5,10 +5,10 @@
 - `functions`: Python-function tools (`module:function`), JSON schema by transformers'
   `get_json_schema`, run with a time limit;
 - `mcp_server`: MCP servers over stdio through the `mcp` SDK, started, restarted once, stopped;
-- `toolset`: the tools of one env config, by name, with argument checks and error results;
-- `chat`: the rollout side, tools through the chat template's `tools=` and results as `tool`
-  messages, token-exact (a `ChatFormat` and an `EpisodeContext` for tool envs), and the metrics.
+- `toolset`: the tools of one env config, by name, with argument checks and error results.
 
-The env itself is `envs/adapters/tools_env.py` (`env.train.name: tools`). Nothing here is
+The env itself is `envs/adapters/tools_env.py` (`env.train.name: tools`); the rollout side
+(tools through the chat template's `tools=`, results as `tool` messages, token-exact, and the
+metrics) is `rollout/tool_chat.py`. Nothing here imports rollout/ or monitor/, and nothing here is
 imported by `import ragen_cli` or `ragen --help`.
 """

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragen_cli.tools.formats import Call, ToolCallError
-from ragen_cli.tools.functions import PyTool, ToolTimeout, load_py_tool, run_with_timeout
+from ragen_cli.envs.tools.formats import Call, ToolCallError
+from ragen_cli.envs.tools.functions import PyTool, ToolTimeout, load_py_tool, run_with_timeout
 
 _NAME = re.compile(r"[A-Za-z0-9_.:\-]+")  # also the metric name's rule (episode/tool_calls/<fn>)
 
@@ -85,7 +85,7 @@ def toolset(tools: tuple[str, ...] | list[str], mcp_servers: tuple | list, start
     env per episode); starts the MCP servers."""
     key = (tuple(tools), tuple(str(c) for c in mcp_servers), os.getcwd())
     if key not in _TOOLSETS:
-        from ragen_cli.tools.mcp_server import server_for
+        from ragen_cli.envs.tools.mcp_server import server_for
 
         ts = Toolset()
         for ref in tools:
