@@ -7,7 +7,7 @@ computed between two checkpoints instead of two syncs).
 For each pair of consecutive checkpoints (step-a, step-b) of RUN_DIR (a LoRA run), the trainer's
 change (alpha/r)(B_b A_b - B_a A_a) on every adapted layer is compared with the change of the
 merged weights W + (alpha/r) B A an engine in each dtype would serve: bf16 (the merge before
-this fix, and what vLLM would hold in bf16), fp32 (what `compile.launch.engine_dtype` serves a
+this fix, and what vLLM would hold in bf16), fp32 (what `rollout.vllm_args.engine_dtype` serves a
 bf16 trainer now). The adapters are read in the dtype the trainer held them (`--dtype`, bf16 for
 a bf16 run: the tensors its forward computes with). One JSON line per pair and engine dtype.
 """
