@@ -208,6 +208,6 @@ def test_the_cuda_optimizer_is_torchs_fused_adamw_with_nothing_to_compile():
     plan = compile_plan(spec, device="cuda", precision=("fp32", "test"))
     assert plan.deepspeed["optimizer"]["params"]["torch_adam"] is True
     init_distributed({"DS_ACCELERATOR": "cpu"})
-    engine = _initialize(torch.nn.Linear(4, 4), plan.deepspeed, 1)
+    engine = _initialize(torch.nn.Linear(4, 4), plan.deepspeed)
     opt = engine.basic_optimizer
     assert type(opt) is torch.optim.AdamW and opt.param_groups[0]["fused"] is True
