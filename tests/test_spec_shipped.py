@@ -100,6 +100,20 @@ def test_init_template_scaffolds_a_project_that_validates(template, tmp_path, mo
     assert result.exit_code == 0, result.output
 
 
+def test_the_dataset_template_rewards_the_last_number_of_a_reply():
+    """The scaffold's reward reads the reply's last number: SmolLM2 answers "What is 3 + 1?" with
+    "3 + 1 = 4" more often than with "4", and an exact match gave no reward spread at all
+    (docs/experiments/seed-sweep.md)."""
+    import importlib.util
+
+    path = ROOT / "templates" / "dataset" / "my_rewards.py"
+    spec = importlib.util.spec_from_file_location("dataset_template_rewards", path)
+    rewards = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rewards)
+    replies = ["4", "3 + 1 = 4", "3 + 1 = 4.", "4 apples, not 5", "three plus one", "", "-4", "14"]
+    assert rewards.correct(["q"] * 8, replies, answer=["4"] * 8) == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+
+
 def test_init_refuses_an_unknown_template(tmp_path):
     result = CliRunner().invoke(app, ["init", str(tmp_path / "p"), "--template", "chess"])
     assert result.exit_code == 2 and "unknown template 'chess'; choose one of guess, dataset, gymnasium, openenv, tools" in result.output

@@ -7,12 +7,14 @@ ragen calls each with one episode at a time: `prompts` and `completions` are one
 keyword argument (here `answer`). Return None where a function does not apply. Check one by
 hand:
 
-    python -c "from my_rewards import correct; print(correct(['2 + 2?'], ['4'], answer=['4']))"
+    python -c "from my_rewards import correct; print(correct(['2 + 2?'], ['2 + 2 = 4'], answer=['4']))"
 """
 
 from __future__ import annotations
 
+import re
+
 
 def correct(prompts, completions, answer, **kwargs):
-    """1.0 for the right number (spaces and a trailing full stop ignored), else 0.0."""
-    return [float(c.strip().rstrip(".") == a) for c, a in zip(completions, answer)]
+    """1.0 when the last number in the reply is the answer ("9", "6 + 3 = 9."), else 0.0."""
+    return [float(bool(nums := re.findall(r"-?\d+", c)) and nums[-1] == a) for c, a in zip(completions, answer)]
