@@ -74,5 +74,7 @@ def test_a_run_keeps_its_best_validation_step_and_eval_and_export_read_it(tmp_pa
     assert end["best_step"] == best_step and end["best_value"] == dict(val)[best_step]
     policy = load_checkpoint(out / "checkpoints" / "best")
     assert policy.step == best_step
-    exported = ckpt.export(out / "checkpoints" / "best", tmp_path / "exported")
+    from ragen_cli.publish.export import export
+
+    exported = export(out / "checkpoints" / "best", tmp_path / "exported")
     assert (exported / "config.json").is_file()
