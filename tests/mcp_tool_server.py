@@ -1,6 +1,7 @@
 """An MCP server over stdio for tests/test_tools_mcp.py, built on the real `mcp` SDK's MCPServer:
 
     python tests/mcp_tool_server.py [DEATH_FILE]
+    python tests/mcp_tool_server.py --http PORT      (Streamable HTTP at http://127.0.0.1:PORT/mcp)
 
 Tools: `multiply(a, b)`, `lookup(key)` (a small table), `fail(reason)` (raises ToolError: an error result),
 `nap(seconds)` (sleeps: for timeouts) and `crash()`, which ends the process without answering (a
@@ -52,7 +53,11 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
+    if sys.argv[1:2] == ["--http"]:
+        app.run("streamable-http", port=int(sys.argv[2]))
+    elif len(sys.argv) > 1:
         with open(sys.argv[1], "a", encoding="utf-8") as f:
             f.write(f"{os.getpid()}\n")
-    app.run("stdio")
+        app.run("stdio")
+    else:
+        app.run("stdio")

@@ -97,6 +97,7 @@ def test_bad_configs_are_spec_errors_naming_the_problem(project):
              ({"tools": [], "mcp_servers": []}, "tools or mcp_servers is required"),
              ({"parser": "xml"}, "parser must be one of hermes, llama3, got 'xml'"),
              ({"mcp_servers": ["no-such-program --flag"]}, "program 'no-such-program' not found"),
+             ({"mcp_servers": ["http:///mcp"]}, "MCP server URL 'http:///mcp' has no host"),
              ({"feedback": "my_rewards:correct"}, "feedback is the dataset adapter's"),
              ({"timeout_s": 0}, "must be positive"),
              ({"prompt_field": "question"}, "no column 'question'")]
@@ -163,6 +164,10 @@ def test_an_episode_calls_tools_counts_errors_and_scores_the_final_answer(projec
     assert (reward, term, trunc, info["action_is_valid"]) == (0.0, False, False, True)
     assert env.chat_messages() == [{"role": "tool", "name": "multiply", "content": "12"},
                                    {"role": "tool", "name": "broken", "content": "Error: broken raised KeyError: 'k'"}]
+    # the step's calls as the rollout records them in the turn (`TurnRecord.tool_calls`)
+    assert info["tool_calls"] == [
+        {"name": "multiply", "arguments": {"a": 3, "b": 4}, "result": "12", "status": "ok"},
+        {"name": "broken", "arguments": {"text": "k"}, "result": "Error: broken raised KeyError: 'k'", "status": "error"}]
     # a timeout is an error result; the episode goes on
     env.step('<tool_call>{"name": "slow", "arguments": {"seconds": 5}}</tool_call>')
     assert env.chat_messages() == [{"role": "tool", "name": "slow", "content": "Error: slow timed out after 0.5 s"}]
@@ -187,6 +192,8 @@ def test_invalid_calls_are_not_run_and_the_budget_ends_an_episode_without_an_ans
         obs, reward, term, trunc, info = env.step(text)
         assert env.chat_messages()[0]["role"] == "tool" and env.chat_messages()[0]["content"].startswith(error)
         assert info["action_is_valid"] is False and reward == 0.0
+        [invalid] = info["tool_calls"]
+        assert invalid["status"] == "invalid" and invalid["name"] is None and invalid["result"].startswith(error)
     assert (term, trunc, info["success"]) == (False, True, False)  # 3 replies, no answer: reward 0
     assert info["tool_stats"] == {"calls": 0, "invalid": 3, "errors": 0, "per_tool": {}}
 
@@ -355,6 +362,11 @@ def test_trained_tokens_are_the_sampled_tokens(project, template, parser, think,
     assert [len(t.turns) for t in trajs] == [2, 2, 2, 2]
     assert [t.episode_reward for t in trajs] == [1.0, 1.0, 0.0, 0.0]  # 12 is right for 3 * 4, wrong for 5 * 6
     assert [t.info["tool_stats"]["per_tool"] for t in trajs] == [{"multiply": 1}] * 4
+    # the record keeps each turn's calls and results; the final answer's turn has none
+    args = {"a": 3, "b": 4}
+    assert [[turn.tool_calls for turn in t.turns] for t in trajs[::2]] == [
+        [[{"name": "multiply", "arguments": args, "result": "12", "status": "ok"}], None]] * 2
+    assert "tool_calls" in trajs[0].turns[0].as_dict() and "tool_calls" not in trajs[0].turns[1].as_dict()
     # the rule the Plan applies (compile/template.py probes the plain conversation)
     per_turn = trains_per_turn(rollout.update_context, ChatFormat(tok, think).prefix_stable)
     assert per_turn == rows_per_turn
@@ -406,3 +418,48 @@ def test_thinking_replies_and_the_context_window_rule():
     ctx.commit_prompt("", None, ctx.next_prompt_ids("", None))
     with pytest.raises(ValueError, match="rollout.context_window does not apply to tool envs"):
         ctx.window_prompt(2)
+
+
+# ----------------------------------------------------------------- seen in `ragen watch` and `ragen inspect`
+CALLS = [{"name": "multiply", "arguments": {"a": 3, "b": 4}, "result": "12", "status": "ok"},
+         {"name": "lookup", "arguments": {"key": "plum"}, "result": "Error: lookup raised KeyError: 'plum'", "status": "error"}]
+TRAJ = {"group": 0, "seed": 5, "env": "tools", "reward": 1.0, "success": True, "turns": [
+    {"obs": "What is 3 * 4?", "reply": HERMES_CALL, "actions": [HERMES_CALL],
+     "reward": 0.0, "valid": 1, "effective": 1, "executed": 1, "format_ok": True, "tool_calls": CALLS},
+    {"obs": "<tool_call>{}", "reply": "{", "actions": ["{"], "reward": -0.1, "valid": 0, "effective": 0, "executed": 1,
+     "format_ok": True, "tool_calls": [{"name": None, "arguments": None, "status": "invalid",
+                                        "result": "Error: tool call 1 is not valid JSON (Expecting value)"}]},
+    {"obs": "12", "reply": "12", "actions": ["12"], "reward": 1.0, "valid": 1, "effective": 1, "executed": 1,
+     "format_ok": True}]}
+
+
+def test_a_tool_call_reads_as_one_line():
+    from ragen_cli.rollout.render import tool_call_text
+
+    assert [tool_call_text(c) for c in CALLS] == ['multiply(a=3, b=4) -> 12',
+                                                 """lookup(key="plum") -> [error] Error: lookup raised KeyError: 'plum'"""]
+    assert tool_call_text(TRAJ["turns"][1]["tool_calls"][0]) == "[invalid] Error: tool call 1 is not valid JSON (Expecting value)"
+    long = {"name": "echo", "arguments": {}, "result": "x\n" * 300, "status": "ok"}
+    assert tool_call_text(long, limit=20) == "echo() -> x x x x x x x x x..."  # folded; 17 characters + "..."
+
+
+def test_watch_and_inspect_show_each_turn_s_calls_and_results():
+    from rich.console import Console
+
+    from ragen_cli.rollout.render import render_trajectory
+    from ragen_cli.tui.format import trajectory_markup
+
+    markup = trajectory_markup(TRAJ).splitlines()
+    calls = [line for line in markup if line.startswith("[dim]call[/]")]
+    assert calls == ["[dim]call[/]    multiply(a=3, b=4) -> 12",
+                     """[dim]call[/]    [red]lookup(key="plum") -> \\[error] Error: lookup raised KeyError: 'plum'[/]""",
+                     "[dim]call[/]    [red]\\[invalid] Error: tool call 1 is not valid JSON (Expecting value)[/]"]
+    # the calls sit under their turn: turn 1's two, turn 2's one, turn 3 (the answer) none
+    turns = [i for i, line in enumerate(markup) if line.startswith("\n[b]turn") or line.startswith("[b]turn")]
+    assert len(turns) == 3 and turns[0] < markup.index(calls[0]) < markup.index(calls[1]) < turns[1] < markup.index(calls[2]) < turns[2]
+    console = Console(width=200, record=True)
+    console.print(render_trajectory(TRAJ))
+    text = console.export_text()
+    assert "    call multiply(a=3, b=4) -> 12\n" in text
+    assert "    call [invalid] Error: tool call 1 is not valid JSON (Expecting value)\n" in text
+    assert text.index("turn 1:") < text.index("call multiply") < text.index("turn 2:") < text.index("call [invalid]") < text.index("turn 3:")

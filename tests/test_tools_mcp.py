@@ -1,12 +1,15 @@
 """MCP servers as tools through the real `mcp` SDK (2.x): a stdio server the test starts
 (tests/mcp_tool_server.py, the SDK's MCPServer), its tools listed into schemas, called with the
 model's arguments, error results, timeouts, and a server that dies: restarted once, then
-`ToolServerError` names it."""
+`ToolServerError` names it; and the same server over Streamable HTTP, reached by its URL."""
 
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,5 +92,74 @@ def test_a_server_that_dies_is_restarted_once_then_the_run_stops_naming_it(proje
         assert isinstance(err.value, EnvFailure)  # the training loop saves its last step and stops on it
         assert f"MCP server `{' '.join(command)}` died again after its one restart" in str(err.value)
         assert len(starts.read_text().split()) == 2
+    finally:
+        stop_all()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http_server(port: int) -> subprocess.Popen:
+    """tests/mcp_tool_server.py over Streamable HTTP, once it accepts connections."""
+    proc = subprocess.Popen([sys.executable, str(SERVER), "--http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return proc
+        except OSError:
+            assert proc.poll() is None, "the HTTP test server exited"
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the HTTP test server did not listen within 120 s")
+
+
+def test_a_server_at_a_url_is_connected_to_not_started_and_reconnected_once(project):
+    from ragen_cli.envs.registry import make_env
+    from ragen_cli.envs.tools.mcp_server import ToolServerError, stop_all
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    proc = _http_server(port)
+    try:
+        env = make_env("tools", {"path": "data.jsonl", "rewards": ["my_rewards:correct"], "mcp_servers": [url],
+                                 "max_actions": 9})
+        assert [s["function"]["name"] for s in env.tool_schemas()] == ["multiply", "lookup", "fail", "nap", "crash"]
+        env.reset(seed=0)
+        env.step(call("lookup", key="plum") + call("multiply", a=3, b=4))
+        assert [m["content"] for m in env.chat_messages()] == ["8", "12"]
+        # the server goes away and another comes up at the URL: the call that found it gone is an
+        # error result, ragen connects once more, and the next call is answered
+        proc.kill()
+        proc.wait()
+        proc = _http_server(port)
+        env.step(call("multiply", a=7, b=6))
+        [result] = env.chat_messages()
+        assert result["content"].startswith("Error: MCP server failed during the call to multiply")
+        assert result["content"].endswith("the server was connected to again")
+        env.step(call("multiply", a=7, b=6))
+        assert env.chat_messages()[0]["content"] == "42"
+        # gone again: the run stops, naming the URL
+        proc.kill()
+        proc.wait()
+        with pytest.raises(ToolServerError, match=f"MCP server `{url}` died again after its one reconnect"):
+            env.step(call("multiply", a=1, b=2))
+    finally:
+        proc.kill()
+        stop_all()
+
+
+def test_a_url_with_nobody_there_stops_with_an_error_naming_it(project):
+    from ragen_cli.envs.registry import make_env
+    from ragen_cli.envs.tools.mcp_server import ToolServerError, stop_all
+
+    url = f"http://127.0.0.1:{_free_port()}/mcp"
+    try:
+        with pytest.raises(ToolServerError, match=f"MCP server `{url}` did not start: ConnectError"):
+            make_env("tools", {"path": "data.jsonl", "rewards": ["my_rewards:correct"], "mcp_servers": [url]})
     finally:
         stop_all()

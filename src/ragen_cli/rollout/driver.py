@@ -150,6 +150,8 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
         record.executed += 1
         record.valid += bool(info.get("action_is_valid", False))
         record.effective += bool(info.get("action_is_effective", False))
+        if "tool_calls" in info:
+            record.tool_calls = (record.tool_calls or []) + list(info.pop("tool_calls"))
         ep.obs = obs
         traj.info = dict(info)
         traj.success = bool(info.get("success", False))

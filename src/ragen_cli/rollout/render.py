@@ -3,7 +3,8 @@
 A trajectory is a `Trajectory` or a record from trajectories/step-K.jsonl (`Trajectory.
 to_record`). With its `input_ids` / `loss_mask` and a tokenizer, the exact token sequence is
 shown: runs of trained tokens (mask 1) in bold green, everything else (system, observations,
-rewards, template, pre-filled `<think>`) dimmed. Without tokens, the turns' text is shown.
+rewards, template, pre-filled `<think>`) dimmed. Without tokens, the turns' text is shown. A
+tools env's turns also list their calls and results (`tool_call_text`).
 Imports rich only (transformers only to load a tokenizer, inside `load_tokenizer_for`).
 """
 
@@ -32,6 +33,21 @@ def mask_runs(input_ids: list[int], loss_mask: list[int]) -> list[tuple[int, lis
     return runs
 
 
+def tool_call_text(call: dict, limit: int = 200) -> str:
+    """One tool call of a turn record (`TurnRecord.tool_calls`) as a line: `multiply(a=3, b=4) -> 12`,
+    `nap(seconds=60) -> [error] Error: ...`, or `[invalid] Error: ...` for a malformed reply; the
+    result cut to `limit` characters. The one rendering `ragen inspect` and `ragen watch` show."""
+    result = " ".join(str(call.get("result", "")).split())
+    if len(result) > limit:
+        result = result[:limit - 3] + "..."
+    status = call.get("status", "ok")
+    if status == "invalid":
+        return f"[invalid] {result}"
+    args = call.get("arguments") or {}
+    shown = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    return f"{call.get('name')}({shown}) -> " + ("[error] " if status == "error" else "") + result
+
+
 def _as_record(traj: Any) -> dict:
     return traj if isinstance(traj, dict) else traj.to_record(with_tokens=True)
 
@@ -46,6 +62,8 @@ def _header(rec: dict) -> Text:
         fmt = "ok" if turn.get("format_ok") else "FORMAT ERROR"
         head.append(f"  turn {k}: actions {turn.get('actions')}  reward {turn.get('reward', 0.0):.3g}  "
                     f"valid {turn.get('valid', 0)}  effective {turn.get('effective', 0)}  {fmt}\n", style="cyan")
+        for call in turn.get("tool_calls") or []:
+            head.append(f"    call {tool_call_text(call)}\n", style="red" if call.get("status") != "ok" else "magenta")
     return head
 
 

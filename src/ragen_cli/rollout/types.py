@@ -35,14 +35,18 @@ class TurnRecord:
     executed: int = 0  # actions actually run (stops when the episode ends)
     finish_reason: str = "stop"
     copied_example: bool | None = None  # the actions are the answer example the prompt showed; None: none shown
+    tool_calls: list[dict] | None = None  # a tools env's calls of this turn and their results (envs/adapters/tools_env.py)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        record = {
             "obs": self.obs, "reply": self.reply, "actions": list(self.actions),
             "reward": self.reward, "valid": self.valid, "effective": self.effective,
             "executed": self.executed, "format_ok": self.format_ok,
             "finish_reason": self.finish_reason, "copied_example": self.copied_example,
         }
+        if self.tool_calls is not None:
+            record["tool_calls"] = [dict(c) for c in self.tool_calls]
+        return record
 
 
 @dataclass

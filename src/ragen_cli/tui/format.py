@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from ragen_cli.monitor.health import Verdict
+from ragen_cli.rollout.render import tool_call_text
 
 VERDICT_STYLE = {"healthy": "bold green", "warning": "bold yellow", "collapse": "bold white on red"}
 _THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.S)
@@ -166,7 +167,8 @@ def turn_flags(turn: dict) -> list[str]:
 
 
 def trajectory_markup(traj: dict) -> str:
-    """One trajectory, turn by turn: state, think, answer, actions, reward and flags."""
+    """One trajectory, turn by turn: state, think, answer, actions, reward and flags; a tools
+    env's turns also list their calls and results."""
     head = (f"[b]group {traj.get('group', '?')}  seed {traj.get('seed', '?')}  env {escape(str(traj.get('env', '?')))}[/b]  "
             f"reward {_short(traj.get('reward', 0.0))}  " + ("[green]success[/]" if traj.get("success") else "[red]failure[/]"))
     if traj.get("truncated"):
@@ -182,6 +184,9 @@ def trajectory_markup(traj: dict) -> str:
             f"[dim]answer[/]  {escape(answer)}",
             f"[dim]actions[/] {escape(' || '.join(map(str, turn.get('actions', [])))) or '-'}",
         ]
+        for call in turn.get("tool_calls") or []:
+            style = "" if call.get("status") == "ok" else "[red]"
+            lines.append(f"[dim]call[/]    {style}{escape(tool_call_text(call))}{'[/]' if style else ''}")
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ reward functions at the final answer (`env.train.name: tools`; docs/tools.md).
           path: data/train.jsonl            # the dataset adapter's files and prompt column
           rewards: [my_rewards:correct]     # TRL's signature, called on the final answer
           tools: [my_tools:multiply]        # Python functions, module:function
-          mcp_servers: ["{python} my_server.py"]   # and/or MCP servers over stdio
+          mcp_servers: ["{python} my_server.py"]   # and/or MCP servers: stdio commands or URLs
           parser: hermes                    # hermes (<tool_call>{json}</tool_call>) or llama3 (JSON)
           timeout_s: 10
           max_actions: 4                    # replies per episode: tool rounds and the final answer
@@ -26,7 +26,9 @@ episode with reward 0.
 The driver sees this env through two calls besides the text-env protocol: `tool_schemas()` (the
 chat template's `tools=`) and `chat_messages()` (the messages the last reset or step added);
 `rollout/tool_chat.py` builds the episode's context from them. `info["tool_stats"]` holds the episode's
-counts so far (the metrics in docs/metrics.md).
+counts so far (the metrics in docs/metrics.md); `info["tool_calls"]` lists a step's calls, each
+`{"name", "arguments", "result", "status"}` (status `ok`, `error`, or `invalid` for a malformed
+reply, whose name and arguments are None), which the rollout keeps in the turn's record.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class ToolsConfig(DatasetConfig):
     tools: list[str] = field(default_factory=list)
     """Python functions as tools, `module:function`; the schema comes from type hints and the docstring (transformers' get_json_schema)."""
     mcp_servers: list[str] = field(default_factory=list)
-    """MCP server commands ragen starts over stdio (a string split like a shell's; `{python}` is ragen's Python), whose tools are listed and called through the mcp SDK."""
+    """MCP servers whose tools are listed and called through the mcp SDK: commands ragen starts and stops over stdio (a string split like a shell's; `{python}` is ragen's Python), or URLs of running servers (`http(s)://...`, Streamable HTTP)."""
     parser: str = "hermes"
     """The model's tool-call format: hermes (<tool_call>{"name", "arguments"}</tool_call>, Hermes / Qwen) or llama3 (a JSON object {"name", "parameters"}, Llama 3.1)."""
     timeout_s: float = 10.0
@@ -61,11 +63,11 @@ class ToolsConfig(DatasetConfig):
     def __post_init__(self) -> None:
         from ragen_cli.envs.tools.formats import check_parser
         from ragen_cli.envs.tools.functions import load_py_tool
-        from ragen_cli.envs.tools.mcp_server import server_argv
+        from ragen_cli.envs.tools.mcp_server import is_url, server_argv, server_url
 
         check_parser(self.parser)
         if not self.tools and not self.mcp_servers:
-            raise ValueError("tools or mcp_servers is required: at least one module:function or MCP server command")
+            raise ValueError("tools or mcp_servers is required: at least one module:function or MCP server (command or URL)")
         if self.feedback:
             raise ValueError("feedback is the dataset adapter's; a tools episode continues through its tool calls")
         if not self.timeout_s > 0 or not self.start_timeout_s > 0 or self.max_result_chars < 1 or self.max_actions < 1:
@@ -78,7 +80,7 @@ class ToolsConfig(DatasetConfig):
         for ref in self.tools:
             load_py_tool(ref)
         for command in self.mcp_servers:
-            server_argv(command)
+            server_url(command) if is_url(command) else server_argv(command)
 
 
 def _zero_stats() -> dict[str, Any]:
@@ -127,17 +129,22 @@ class ToolsEnv(DatasetEnv):
             self.stats["invalid"] += 1
             self.messages = [{"role": "tool", "content": f"Error: {err}"}]
             self.text = self.messages[0]["content"]
-            return 0.0, False, {"action_is_valid": False, "action_is_effective": False, "tool_stats": self._stats()}
+            called = [{"name": None, "arguments": None, "result": self.text, "status": "invalid"}]
+            return 0.0, False, {"action_is_valid": False, "action_is_effective": False, "tool_stats": self._stats(),
+                                "tool_calls": called}
         if not calls:  # the final answer
             self.messages = []
             reward, terminated, info = super()._step(action.strip())
             return reward, terminated, {**info, "tool_stats": self._stats()}
-        self.messages = []
+        self.messages, called = [], []
         for call in calls:
             text, failed = self.toolset.call(call, c.timeout_s, c.max_result_chars)
             self.stats["calls"] += 1
             self.stats["errors"] += failed
             self.stats["per_tool"][call.name] = self.stats["per_tool"].get(call.name, 0) + 1
             self.messages.append({"role": "tool", "name": call.name, "content": text})
+            called.append({"name": call.name, "arguments": call.arguments, "result": text,
+                           "status": "error" if failed else "ok"})
         self.text = "\n".join(m["content"] for m in self.messages)
-        return 0.0, False, {"action_is_valid": True, "action_is_effective": True, "tool_stats": self._stats()}
+        return 0.0, False, {"action_is_valid": True, "action_is_effective": True, "tool_stats": self._stats(),
+                            "tool_calls": called}

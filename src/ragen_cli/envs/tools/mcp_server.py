@@ -1,18 +1,21 @@
-"""MCP servers as tools, over stdio, through the `mcp` SDK's `Client`.
+"""MCP servers as tools, over stdio or by URL, through the `mcp` SDK's `Client`.
 
-ragen starts the server command (an argv list, or a string split like a shell's; no shell runs;
+A server is a command or a URL. ragen starts the server command (an argv list, or a string split like a shell's; no shell runs;
 `{python}` is the Python ragen runs in) in the directory ragen runs in, lists its tools (the
 `inputSchema` each declares becomes the tool's JSON schema) and calls them. One server per
 (command, cwd) serves the whole process; it is stopped at exit, and a server left behind by a
-killed trainer exits when its stdin closes (the stdio transport).
+killed trainer exits when its stdin closes (the stdio transport). A URL (`http://` or
+`https://`) is a server somebody else runs, reached over Streamable HTTP: ragen connects to it
+and neither starts nor stops it.
 
 The SDK is asynchronous: each server has its own event loop in a daemon thread, holding the
 `Client` open; calls from the rollout thread wait on it with a time limit.
 
 Failures: a call past `timeout_s` and a result the server marks `isError` are error results for
-the model. A server that exits (or whose connection breaks) is restarted once, and the call that
-found it gone is an error result; when it dies again `ToolServerError` (an `EnvFailure`) names the
-command and its last output, and the run saves its last finished step and stops.
+the model. A server that exits (or whose connection breaks) is restarted once (a URL: connected to
+once more), and the call that found it gone is an error result; when it dies again
+`ToolServerError` (an `EnvFailure`) names the command or URL (and a command's last output), and
+the run saves its last finished step and stops.
 """
 
 from __future__ import annotations
@@ -37,6 +40,21 @@ class ToolServerError(EnvFailure):
     """An MCP server that cannot start, or died again after its one restart."""
 
 
+def is_url(command: str | list[str]) -> bool:
+    """Whether a server entry is a URL (a server ragen connects to) rather than a command."""
+    return isinstance(command, str) and command.strip().lower().startswith(("http://", "https://"))
+
+
+def server_url(command: str) -> str:
+    """The URL of a server entry; ValueError when it has no host."""
+    from urllib.parse import urlsplit
+
+    url = command.strip()
+    if not urlsplit(url).netloc:
+        raise ValueError(f"MCP server URL {command!r} has no host (e.g. http://127.0.0.1:8000/mcp)")
+    return url
+
+
 def server_argv(command: str | list[str]) -> list[str]:
     """The argv of a server command; ValueError when it is empty or its program is not found."""
     argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
@@ -51,9 +69,12 @@ def server_argv(command: str | list[str]) -> list[str]:
 class McpServer:
     """One MCP server process and the client session to it (module docstring)."""
 
-    def __init__(self, argv: list[str], cwd: str, start_timeout_s: float = START_TIMEOUT_S):
-        self.argv, self.cwd, self.start_timeout_s = list(argv), cwd, start_timeout_s
-        self.label = shlex.join(self.argv)
+    def __init__(self, target: list[str] | str, cwd: str, start_timeout_s: float = START_TIMEOUT_S):
+        """`target`: a command's argv, or a URL (module docstring)."""
+        self.url = target if isinstance(target, str) else None
+        self.argv = [] if self.url else list(target)
+        self.cwd, self.start_timeout_s = cwd, start_timeout_s
+        self.label = self.url or shlex.join(self.argv)
         self.restarts = 0
         self.tools: list[Any] = []  # mcp Tool objects (name, description, input_schema)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -74,8 +95,13 @@ class McpServer:
             self.stop()
             raise ToolServerError(f"MCP server `{self.label}` did not answer within {self.start_timeout_s:g} s "
                                   f"(start_timeout_s){self._tail()}")
-        if self._serving.done() and self._serving.exception() is not None:
-            err = self._serving.exception()
+        if self._client is None:  # _serve ended before it listed the tools (it sets `ready` on its way out)
+            try:
+                err = self._serving.exception(10)
+            except BaseException as waited:  # noqa: BLE001 - still ending, or cancelled
+                err = waited
+            while isinstance(err, BaseExceptionGroup) and err.exceptions:  # the SDK's task groups wrap the cause
+                err = err.exceptions[0]
             self.stop()
             raise ToolServerError(f"MCP server `{self.label}` did not start: {type(err).__name__}: {err}{self._tail()}")
 
@@ -84,9 +110,13 @@ class McpServer:
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         self._stop_event = asyncio.Event()
-        params = StdioServerParameters(command=self.argv[0], args=self.argv[1:], cwd=self.cwd)
-        try:  # the stdio transport with the server's stderr into our log (Client's default is our stderr)
-            async with Client(stdio_client(params, errlog=self._log), mode="legacy") as client:
+        if self.url:  # Streamable HTTP
+            transport: Any = self.url
+        else:  # the stdio transport with the server's stderr into our log (Client's default is our stderr)
+            params = StdioServerParameters(command=self.argv[0], args=self.argv[1:], cwd=self.cwd)
+            transport = stdio_client(params, errlog=self._log)
+        try:
+            async with Client(transport, mode="legacy") as client:
                 tools, cursor = [], None
                 while True:
                     page = await client.list_tools(cursor=cursor)
@@ -143,11 +173,12 @@ class McpServer:
         tail = self._tail()
         if self.restarts >= 1:
             self.stop()
-            raise ToolServerError(f"MCP server `{self.label}` died again after its one restart: {what}{tail}")
+            again = "reconnect" if self.url else "restart"
+            raise ToolServerError(f"MCP server `{self.label}` died again after its one {again}: {what}{tail}")
         self.restarts += 1
         self.stop()
         self.start()
-        return f"Error: {what}; the server was restarted", True
+        return f"Error: {what}; the server was {'connected to again' if self.url else 'restarted'}", True
 
 
 def result_text(result: Any) -> str:
@@ -162,18 +193,19 @@ def result_text(result: Any) -> str:
     return "\n".join(parts)
 
 
-_SERVERS: dict[tuple[tuple[str, ...], str], McpServer] = {}
+_SERVERS: dict[tuple[tuple[str, ...], str], McpServer] = {}  # (argv or (url,), cwd or "")
 _LOCK = threading.Lock()
 
 
 def server_for(command: str | list[str], start_timeout_s: float = START_TIMEOUT_S) -> McpServer:
-    """The running server of `command` in the current directory, started on first use."""
-    argv = server_argv(command)
-    key = (tuple(argv), os.getcwd())
+    """The running server of `command` in the current directory (or the one at a URL), started
+    (connected to) on first use."""
+    target: list[str] | str = server_url(command) if is_url(command) else server_argv(command)
+    key = ((target,) if isinstance(target, str) else tuple(target), "" if isinstance(target, str) else os.getcwd())
     with _LOCK:
         server = _SERVERS.get(key)
         if server is None:
-            server = McpServer(argv, os.getcwd(), start_timeout_s)
+            server = McpServer(target, os.getcwd(), start_timeout_s)
             server.start()
             _SERVERS[key] = server
         return server
