@@ -157,13 +157,13 @@ def test_placement_puts_every_engine_on_the_rank_gpu():
                  "critic": {"device": "cuda:{local_rank}", "dtype": "bfloat16"},
                  "reference": {"device": "cuda:{local_rank}", "dtype": "bfloat16", "module": "frozen copy"},
                  "rollout": {"device": "cuda:{local_rank}", "dtype": "bfloat16", "module": "engine",
-                             "why": "the engine receives the trainer's own tensors"}}
+                             "why": "the engine receives the trainer's own tensors", "during_update": "idle"}}
     assert placement_device(p["reference"], 3) == "cuda:3"
     cpu = placement("cpu", "fp32", critic=False, reference=True, lora=True, backend="hf")
     assert cpu == {"actor": {"device": "cpu", "dtype": "float32"},
                    "reference": {"device": "cpu", "dtype": "float32", "module": "actor, adapter off"},
                    "rollout": {"device": "cpu", "dtype": "float32", "module": "actor",
-                               "why": "the HF backend samples with the trainer's own module"}}
+                               "why": "the HF backend samples with the trainer's own module", "during_update": "idle"}}
     # a bf16 trainer whose LoRA is merged into the engine's weights: the engine alone runs fp32
     merged = placement("cuda", "bf16", critic=False, reference=False, lora=True, backend="vllm", lora_sync="merged")
     assert merged["actor"]["dtype"] == "bfloat16" and merged["rollout"]["dtype"] == "float32"

@@ -56,8 +56,9 @@ def weight_sync_mode(device: str) -> str:
 
 def vllm_sleeps(spec: RunSpec, device: str) -> bool:
     """Does the run put its vLLM engine to sleep during updates (`rollout.sleep`)? auto: with
-    vLLM (or auto) on CUDA, where it shares the GPU with DeepSpeed; never on CPU."""
-    if spec.rollout.backend == "hf" or device != "cuda":
+    vLLM (or auto) on CUDA, where it shares the GPU with DeepSpeed; never on CPU, and never while
+    it generates during the update (`rollout.max_staleness` > 0)."""
+    if spec.rollout.backend == "hf" or device != "cuda" or spec.rollout.max_staleness > 0:
         return False
     return spec.rollout.sleep != "off"
 

@@ -54,6 +54,7 @@ class Plan:
     turn_rows: bool = False  # the update trains one row per turn, as sampled (update_context window, or the template)
     template: str = ""  # what the chat-template check found (compile/template.py)
     placement: dict[str, dict[str, str]] | None = None  # engine -> {device, dtype} (`placement`)
+    max_staleness: int = 0  # rollout.max_staleness: > 0, the engine generates the next step's rollouts during the update
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -112,7 +113,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         env=process_env(spec, device, cpu_count),
         launch=launch_command(spec),
         algorithm=a.model_dump(),
-        rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision),
+        rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision, spec.rollout.max_staleness),
         precision=precision,
         precision_why=precision_why,
         vllm_sleep=sleep,
@@ -121,7 +122,8 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         turn_rows=trains_per_turn(spec.rollout.update_context, template.stable),
         template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
-                            spec.rollout.backend, lora_sync),
+                            spec.rollout.backend, lora_sync, during_update(spec, sleep)),
+        max_staleness=spec.rollout.max_staleness,
     )
 
 
@@ -145,15 +147,25 @@ RANK_DEVICE = "cuda:{local_rank}"
 """A rank's GPU: DeepSpeed puts each rank's engines on cuda:LOCAL_RANK (`placement_device`)."""
 
 
+def during_update(spec: RunSpec, sleeps: bool) -> str:
+    """What the rollout engine does while the trainer updates: `generates` the next step's
+    rollouts (`rollout.max_staleness` > 0; it shares the rank's device, awake, in the memory share
+    vLLM was given), `sleeps` (vLLM on CUDA, its memory handed to DeepSpeed) or waits `idle`."""
+    if spec.rollout.max_staleness > 0:
+        return "generates"
+    return "sleeps" if sleeps else "idle"
+
+
 def placement(device: str, precision: str, critic: bool, reference: bool, lora: bool, backend: str,
-              lora_sync: str | None = None) -> dict[str, dict[str, str]]:
+              lora_sync: str | None = None, during: str = "idle") -> dict[str, dict[str, str]]:
     """Where each engine of a rank lives and in what dtype: the one rule the runtime obeys
     (docs/internals.md, "Where tensors live"). On CUDA every engine of a rank shares that rank's
     GPU: the actor and critic (DeepSpeed moves them there and casts them to the run's precision),
     the KL reference (a frozen copy moved beside the actor, in its dtype; with LoRA the actor
     itself with the adapter off) and the rollout engine (vLLM on the rank's GPU through its
     external launcher with several ranks; HF generate samples with the actor's own module), in
-    the dtype `launch.engine_dtype` gives it (fp32 for merged LoRA weights of a bf16 trainer)."""
+    the dtype `launch.engine_dtype` gives it (fp32 for merged LoRA weights of a bf16 trainer), and
+    what the engine does during the update (`during_update`)."""
     dev = RANK_DEVICE if device == "cuda" else "cpu"
     dtype = PRECISION_DTYPES[precision]
     out = {"actor": {"device": dev, "dtype": dtype}}
@@ -162,7 +174,8 @@ def placement(device: str, precision: str, critic: bool, reference: bool, lora: 
     if reference:
         out["reference"] = {"device": dev, "dtype": dtype, "module": "actor, adapter off" if lora else "frozen copy"}
     engine, why = engine_dtype(precision, lora_sync, backend)
-    out["rollout"] = {"device": dev, "dtype": engine, "module": "actor" if backend == "hf" else "engine", "why": why}
+    out["rollout"] = {"device": dev, "dtype": engine, "module": "actor" if backend == "hf" else "engine", "why": why,
+                      "during_update": during}
     return out
 
 
@@ -171,10 +184,11 @@ def placement_device(entry: dict[str, str], local_rank: int) -> str:
     return entry["device"].format(local_rank=local_rank)
 
 
-def rollout_is_cap(mode: str, cap: float, precision: str) -> float | None:
+def rollout_is_cap(mode: str, cap: float, precision: str, max_staleness: int = 0) -> float | None:
     """The rollout importance-weight cap the update uses, or None for no correction:
     `algorithm.rollout_is` on -> the cap, off -> None, auto -> the cap unless the run is fp32
-    (where engine and trainer agree to ~1e-6 nats and the weights would all be 1)."""
+    (where engine and trainer agree to ~1e-6 nats and the weights would all be 1) and samples
+    on-policy (`rollout.max_staleness` 0: with overlap the tokens come from the previous policy)."""
     if mode == "auto":
-        mode = "off" if precision == "fp32" else "on"
+        mode = "off" if precision == "fp32" and max_staleness == 0 else "on"
     return cap if mode == "on" else None

@@ -106,7 +106,9 @@ _TABLE: list[tuple[str, str, str]] = [
     ("collapse/retrieval_acc", "fraction", "Share of sampled replies that score highest under their own state's prompt (ties shared)."),
     ("collapse/retrieval_chance", "fraction", "Retrieval accuracy of a guess drawn from the states' empirical distribution (sum of squared shares)."),
     ("collapse/prompts", "count", "Distinct initial-state prompts the replies were scored under."),
-    ("timing/rollout_s", "s", "Wall time of the rollout stage."),
+    ("timing/rollout_s", "s", "Wall time of the rollout stage; with rollout.max_staleness, of the rollout of this step's batch, which ran during the last step's update."),
+    ("timing/overlap_s", "s", "With rollout.max_staleness: seconds the engine rolled out the next step's batch while the trainer scored and updated (train/ahead.py)."),
+    ("timing/ahead_wait_s", "s", "With rollout.max_staleness: seconds the trainer waited after its update for the engine to finish the next step's batch."),
     ("timing/old_scores_s", "s", "Wall time of scoring the kept batch before the update: old log-probs (skipped for a single-pass update), critic values, reference log-probs."),
     ("timing/update_s", "s", "Wall time of the update proper: the actor's (and critic's) forwards, backwards and optimizer steps."),
     ("timing/parity_s", "s", "Wall time of the weight-sync parity probe: its rows scored by trainer and engine before the update and again after the sync."),
@@ -125,6 +127,8 @@ _TABLE: list[tuple[str, str, str]] = [
     ("sync/update_kept", "fraction", "Share of the trainer's effective weight change since the last sync that the engine's weights carry, measured on the weights of every adapted layer: <engine change, trainer change> / |trainer change|^2 (train/sync.py); 1.0 = all of it. Absent when the weights did not move or the HF backend samples with the trainer's module."),
     ("sync/update_error", "fraction", "|engine change - trainer change| / |trainer change| over the same weights: 0.0 = exact; a bf16 merge of a small LoRA update gives about 1."),
     ("sync/parity_lag", "fraction", "How far back toward the weights from before the update the engine's log-probs lie after a sync: about 0 when it serves the new weights, 1 when it serves the old ones (rollout/parity.py); absent when the update moved nothing."),
+    ("sync/version_lag", "versions", "With rollout.max_staleness: mean policy versions between the weights that drew the step's trajectories and the trainer's (1 for a batch rolled out during the last update, 0 for one rolled out in its own step)."),
+    ("sync/stale_dropped_frac", "fraction", "With rollout.max_staleness: 1 when the batch rolled out ahead was more than max_staleness versions old and was dropped (rollout.stale: drop), else 0."),
 ]
 
 METRICS: dict[str, Metric] = {

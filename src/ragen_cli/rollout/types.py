@@ -73,6 +73,7 @@ class Trajectory:
     overflow: bool = False  # ended because the next turn would not fit max_context
     turns: list[TurnRecord] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # the env's last info (e.g. Bandit's chose_high_ev)
+    policy_version: int = 0  # the weights that drew it (RunState.version; train/ahead.py)
 
     @property
     def episode_reward(self) -> float:
@@ -112,7 +113,7 @@ class Trajectory:
         record: dict[str, Any] = {
             "group": self.group, "seed": self.seed, "env": self.env_name,
             "reward": self.episode_reward, "task_reward": self.task_reward, "success": self.success,
-            "truncated": self.truncated, "overflow": self.overflow,
+            "truncated": self.truncated, "overflow": self.overflow, "policy_version": self.policy_version,
             "turns": [turn.as_dict() for turn in self.turns],
             "info": {k: v for k, v in self.info.items() if isinstance(v, (bool, int, float, str))},
         }

@@ -75,6 +75,25 @@ def check_parity(spec: RunSpec) -> Found:
     return []
 
 
+def check_overlap(spec: RunSpec) -> Found:
+    """Rollouts that overlap the update (`rollout.max_staleness`) need an engine of their own that
+    stays awake during the update, and the importance correction of the lag."""
+    r = spec.rollout
+    if r.max_staleness == 0:
+        return []
+    out: Found = []
+    if r.backend == "hf":
+        out.append(("rollout.max_staleness", "needs the vLLM backend: the HF backend samples with the trainer's own "
+                    "module, which the update is changing; set rollout.backend: vllm (or auto) or max_staleness: 0"))
+    if r.sleep == "on":
+        out.append(("rollout.sleep", "cannot be on with rollout.max_staleness > 0: the engine generates during the "
+                    "update; use auto (off with overlap) or max_staleness: 0"))
+    if spec.algorithm.rollout_is == "off":
+        out.append(("algorithm.rollout_is", "cannot be off with rollout.max_staleness > 0: the update trains on "
+                    "trajectories an older policy drew, and the importance weights are what correct for it"))
+    return out
+
+
 def check_answer_example(spec: RunSpec) -> Found:
     """A fading example needs an example to fade."""
     r = spec.rollout
@@ -242,7 +261,7 @@ RULES = (
     "Every env (train and val) resolves and accepts its config (`ragen envs`).",
 )
 
-CHECKS = (check_sizes, check_context, check_parity, check_answer_example, check_algorithm, check_filter, check_deepspeed, check_loggers, check_refs)
+CHECKS = (check_sizes, check_context, check_parity, check_overlap, check_answer_example, check_algorithm, check_filter, check_deepspeed, check_loggers, check_refs)
 
 
 def cross_field_problems(spec: RunSpec) -> Found:

@@ -182,6 +182,19 @@ class RolloutSpec(Section):
         "kernels), adapter (a new LoRARequest; a small transfer), auto (merged on CPU, where vLLM's LoRA "
         "made bandit rollouts 4x slower, adapter on GPU)."
     )
+    max_staleness: int = Field(
+        0, ge=0, description="Rollouts that overlap the update (docs/training.md). 0: the sequential loop (rollouts, "
+        "then the update, then the sync). k >= 1: while the trainer updates on this step's trajectories, the engine "
+        "generates the next step's with the weights it served before the update, so each update trains on "
+        "trajectories one policy version old, corrected by the truncated importance weights (algorithm.rollout_is, "
+        "on whatever the precision); a batch more than k versions old (a rollback happened meanwhile) is handled "
+        "by `stale`. vLLM only; the engine does not sleep during the update.",
+    )
+    stale: Literal["drop", "correct"] = Field(
+        "drop", description="A batch more than max_staleness policy versions old: drop (counted in "
+        "sync/stale_dropped_frac; the step rolls out again with the current weights) or correct (train on it "
+        "with its importance correction).",
+    )
 
 
 # ----------------------------------------------------------------------------------- algorithm

@@ -7,6 +7,8 @@
 - `critic/`: the critic the same way (only when the estimator is GAE).
 - `deepspeed/`: DeepSpeed's own engine checkpoints (tags `actor`, `critic`): weights,
   optimizer and lr-scheduler state, partitioned as the ZeRO stage needs.
+- `ahead-<rank>.json`: with `rollout.max_staleness`, each process's share of the batch rolled out
+  during the last update (train/ahead.py).
 - `rng.pt`: python, numpy and torch RNG states, and every CUDA device's when CUDA is in use
   (read back with `torch.load(weights_only=True)`); `state.json`: step, env seed cursor, run
   settings changed by interventions, base model directory, DeepSpeed tags, metric history tail.
@@ -187,9 +189,11 @@ def _export_module(module, out: Path, lora: bool, model_dir: Path) -> None:
         copy_tokenizer_files(model_dir, out, shutil.copy2)
 
 
-def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: Path, keep: int, rank: int = 0) -> Path:
+def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: Path, keep: int, rank: int = 0,
+         files: dict[str, str] | None = None) -> Path:
     """Write checkpoint `step` atomically (see the module docstring); returns its final path.
-    Any failure is a CheckpointWriteError; the half-written `.tmp-step-<k>/` is removed."""
+    `files`: this process's own text files (name -> content; the batch rolled out ahead,
+    train/ahead.py). Any failure is a CheckpointWriteError; the half-written `.tmp-step-<k>/` is removed."""
     import torch
 
     tmp, final = ckpt_root / f".tmp-step-{step}", ckpt_root / f"step-{step}"
@@ -199,6 +203,8 @@ def save(ckpt_root: Path, step: int, engines, state: dict[str, Any], model_dir: 
             clear_leftovers(ckpt_root)
             tmp.mkdir()
         _barrier()
+        for name, text in (files or {}).items():
+            (tmp / name).write_text(text, encoding="utf-8")
         exclude = engines.lora
         tags = ["actor"] + (["critic"] if engines.critic is not None else [])
         for tag in tags:

@@ -4,6 +4,10 @@
     -> token rewards and advantages -> online_k x ppo_epochs x mini-batch updates
     -> sync to the rollout engine + parity probe -> metrics, trajectories, health -> checkpoint
 
+With `rollout.max_staleness` > 0 the engine rolls out the next step's batch while the trainer
+scores and updates (train/ahead.py): the step's rollout is then the batch rolled out during the
+last update, one policy version old, and the update's importance weights correct for it.
+
 How this departs from the paper and its reference code (docs/training.md has the details):
 1. Old log-probs are recomputed by the trainer before the update (as verl), so the first
    ratio is exactly 1; the rollout engine's log-probs are only used by the parity probe. When
@@ -41,10 +45,9 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     """One StarPO step; returns its metrics (all names from monitor.metrics.METRICS)."""
     spec, a, engines = run.spec, run.spec.algorithm, run.engines
     t_step = time.perf_counter()
-    # 1. rollout: P initial states x N rollouts each
-    seeds = stages.step_seeds(run.state.cursor, spec.env.train.groups)
-    trajs, metrics = stages.gather_rollouts(run, seeds, step)
-    run.state.cursor += spec.env.train.groups  # after the rollouts: an env failure's seeds are not skipped on resume
+    # 1. rollout: P initial states x N rollouts each (with rollout.max_staleness, the batch the
+    # engine rolled out during the last update: train/ahead.py)
+    trajs, metrics = stages.step_rollouts(run, step)
     # 2. StarPO-S filter: keep the groups with the highest in-group std of the task reward
     # (or another RAGEN-2 strategy and metric: algorithm.filter)
     kept, fstats = stages.select_kept(trajs, a.filter, run.state.keep_ratio)
@@ -64,45 +67,52 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     if not kept:  # nothing kept, nothing to learn from: no update, the engine keeps serving these weights
         metrics["timing/step_s"] = time.perf_counter() - t_step
         return metrics
-    t_scores = time.perf_counter()
-    # 3. old log-probs (none needed for a single-pass update), values and reference log-probs,
-    # on the whole episodes or (rollout.update_context: window) one row per turn as sampled
+    # 3. the update's rows: the whole episodes or (rollout.update_context: window) one row per
+    # turn as sampled; the parity probe's trainer and engine log-probs with the weights both hold,
+    # what the sync's probe is judged against
     episodes = collate(kept)
     batch, rowmap = stages.update_rows(run.plan.turn_rows, kept, episodes, run.world)
     mine = list(range(run.rank, len(batch), run.world))
     mini_rows = mini_batch_rows(len(batch), run.world, spec.train.mini_batch, a.mini_batches)
-    old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
-    metrics["timing/old_scores_s"] = time.perf_counter() - t_scores
-    # 4. token rewards and advantages on the whole episodes (GAE with the critic, GRPO or
-    # REINFORCE-LOO), on the update's rows
-    adv, returns = stages.advantages(spec, episodes, old["values"], rowmap)
-    # 5. updates on this process's share of the kept rows (first: the probe's trainer and engine
-    # log-probs with the weights both hold, what the sync's parity probe is judged against)
     t_parity = time.perf_counter()
     parity = run.sync.baseline(batch)
     parity_s = time.perf_counter() - t_parity
-    t_update = time.perf_counter()
-    run.sync.sleep()  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
-    local = batch.rows(mine)
+    # with rollout.max_staleness the engine rolls out the next step's batch during 4-6
+    stages.launch_ahead(run, step + 1)
+    t_scores = time.perf_counter()
+    try:
+        # 4. old log-probs (none needed for a single-pass update), values and reference log-probs
+        old = stages.old_scores(run, batch, need_old_logp=not stages.single_pass(spec, len(mine), mini_rows))
+        metrics["timing/old_scores_s"] = time.perf_counter() - t_scores
+        # 5. token rewards and advantages on the whole episodes (GAE with the critic, GRPO or
+        # REINFORCE-LOO), on the update's rows
+        adv, returns = stages.advantages(spec, episodes, old["values"], rowmap)
+        # 6. updates on this process's share of the kept rows
+        t_update = time.perf_counter()
+        run.sync.sleep()  # CUDA: vLLM gives its GPU memory to the update (rollout.sleep)
+        local = batch.rows(mine)
 
-    def part(x):
-        return None if x is None else x[mine, : local.mask.shape[1]]
+        def part(x):
+            return None if x is None else x[mine, : local.mask.shape[1]]
 
-    actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]), spec,
-                               mini_rows, run.state.lr_scale, run.plan.rollout_is_cap)
-    critic_stats = None
-    if engines.critic is not None:
-        critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows,
-                                     run.state.lr_scale)
-        metrics.update(step_metrics.critic_stats(old["values"], returns, batch.mask))
-    update_s = time.perf_counter() - t_update
-    # 6. sync the new weights into the rollout engine and check it serves them
+        actor_stats = actor_update(engines.actor, local, part(old["old_logp"]), part(adv), part(old["ref_logp"]),
+                                   spec, mini_rows, run.state.lr_scale, run.plan.rollout_is_cap)
+        critic_stats = None
+        if engines.critic is not None:
+            critic_stats = critic_update(engines.critic, local, part(old["values"]), part(returns), spec, mini_rows,
+                                         run.state.lr_scale)
+            metrics.update(step_metrics.critic_stats(old["values"], returns, batch.mask))
+        update_s = time.perf_counter() - t_update
+    finally:  # the engine is free again before anything else uses it
+        metrics.update(stages.join_ahead(run, (t_scores, time.perf_counter())))
+    # 7. sync the new weights into the rollout engine and check it serves them
     run.sync.wake()
     metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
+    run.state.version += 1
     t_parity = time.perf_counter()
     metrics.update(run.sync.probe(parity, run.state.history))
     metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity
-    # 7. metrics
+    # 8. metrics
     metrics.update(step_metrics.rank_mean(run, step_metrics.update_metrics(actor_stats, critic_stats)))
     metrics.update({
         "timing/update_s": update_s,

@@ -13,6 +13,7 @@ from ragen_cli.monitor.intervene import Decision, InterventionState, decide
 from ragen_cli.monitor.rundir import RunDir
 from ragen_cli.train.sinks import open_sinks
 from ragen_cli.train import checkpoint as ckpt
+from ragen_cli.train.ahead import AHEAD_FILE, RunAhead, ahead_to_json, read_ahead
 from ragen_cli.train.progress import StepProgress
 from ragen_cli.train.runtime_light import spec_yaml
 
@@ -30,6 +31,7 @@ class RunState:
     last_intervention_step: int | None = None
     best_step: int | None = None  # the step with the best `checkpoint.keep_best` value so far
     best_value: float | None = None
+    version: int = 0  # changes of the engine's weights: each step's sync, each rollback (train/ahead.py)
     history: list[dict] = field(default_factory=list)  # metric records (for the health detector)
 
     def to_dict(self) -> dict[str, Any]:
@@ -51,6 +53,7 @@ class Run:
     sync: Any  # train.sync.WeightSync: the rollout engine's copy of the weights, sleep/wake, parity probe
     tracker: HealthTracker = field(default_factory=HealthTracker)
     sinks: list = field(default_factory=list)  # TensorBoard / W&B (train/sinks.py); rank 0 only
+    ahead: RunAhead = field(default_factory=RunAhead)  # the batch rolled out during the update (train/ahead.py)
 
     def say(self, text: str) -> None:
         if self.rank == 0:
@@ -70,8 +73,11 @@ class Run:
 
     def save_checkpoint(self) -> Path:
         step = self.state.step
+        ahead = self.ahead.pending  # joined: a step ends with the engine free
+        files = {AHEAD_FILE.format(rank=self.rank): ahead_to_json(ahead)} \
+            if ahead is not None and ahead.error is None and ahead.trajs is not None else {}
         path = ckpt.save(self.rundir.checkpoints_dir, step, self.engines, self.state.to_dict(), self.model_dir,
-                         self.spec.checkpoint.keep, self.rank)
+                         self.spec.checkpoint.keep, self.rank, files)
         if self.rank == 0 and self.state.best_step == step:
             ckpt.mark_best(self.rundir.checkpoints_dir, step)
         self.tracker.note_checkpoint(step)
@@ -108,6 +114,10 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
     policy = engines.actor.module
     backend = make_backend(spec.rollout.backend, model_dir, spec, policy=policy, engine_args=plan.vllm,
                            weight_sync=plan.weight_sync)
+    if spec.rollout.max_staleness > 0 and backend.name != "vllm":
+        raise RuntimeError(f"rollout.max_staleness {spec.rollout.max_staleness} needs the vLLM engine, but the run "
+                           f"got the {backend.name} backend (rollout.backend {spec.rollout.backend}: vLLM did not "
+                           "start); the HF backend samples with the module the update changes")
     run = Run(spec, plan, rundir, model_dir, engines, backend, tokenizer, rank, world, state,
               WeightSync.for_run(spec, plan, engines.actor, backend, rank, world))
     if resume:
@@ -139,7 +149,8 @@ def _restore(run: Run) -> None:
     saved = ckpt.load(latest, run.engines)
     fields = RunState().__dict__.keys()
     run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
-    push_weights(run, f"resume-{run.state.step}")
+    run.ahead.pending = read_ahead(latest, run.rank)  # the batch rolled out during the last update, if any
+    push_weights(run, f"resume-{run.state.step}")  # the same weights again: not a new version
     run.say(f"ragen: resumed from {latest} (step {run.state.step})")
 
 
@@ -173,6 +184,7 @@ def new_best(run: Run, step: int, metrics: dict[str, float]) -> bool:
 
 
 def teardown(run: Run) -> None:
+    run.ahead.join()  # a batch still rolling out (an error mid-update) ends before the engine closes
     run.sync.close()
     for sink in run.sinks:
         sink.close()
@@ -236,6 +248,7 @@ def apply_decision(run: Run, decision: Decision) -> bool:
             s.step, s.history = saved["step"], [r for r in s.history if r["step"] <= saved["step"]]
             run.tracker.forget_after(s.step)
             push_weights(run, f"rollback-{s.step}")
+            s.version += 1  # other weights: a batch rolled out before the rollback is a version older
             run.event("rollback", step, to_step=s.step, path=str(path), checksum_before=before,
                       checksum=run.checksum())
             rolled_back = True

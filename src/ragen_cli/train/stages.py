@@ -29,8 +29,14 @@ def sample_seed(train_seed: int, step: int, rank: int = 0) -> int:
 def gather_rollouts(run, seeds: list[int], step: int):
     """Every process rolls out its share of the groups; all processes get all trajectories,
     grouped in seed order (group = index into `seeds`)."""
+    return share_rollouts(run, seeds, step, *local_rollouts(run, seeds, step, run.state.version))
+
+
+def local_rollouts(run, seeds: list[int], step: int, version: int) -> tuple[list, float]:
+    """This process's share of a step's groups, drawn by policy `version` -> (trajectories, seconds).
+    Nothing collective: it also runs in the thread that rolls out during the update (train/ahead.py)."""
+    from ragen_cli.rollout.driver import run_rollouts
     from ragen_cli.rollout.prompts import example_groups
-    from ragen_cli.rollout.driver import rollout_stats, run_rollouts
 
     spec = run.spec
     mine = list(range(run.rank, len(seeds), run.world))
@@ -42,6 +48,18 @@ def gather_rollouts(run, seeds: list[int], step: int):
     seconds = time.perf_counter() - start
     for t in trajs:
         t.group = mine[t.group]
+        t.policy_version = version
+    return trajs, seconds
+
+
+def share_rollouts(run, seeds: list[int], step: int, trajs: list, seconds: float):
+    """Every process's share of a step's trajectories to every process -> (all trajectories in
+    group order, rank 0's rollout metrics)."""
+    from ragen_cli.rollout.driver import rollout_stats
+    from ragen_cli.rollout.prompts import example_groups
+
+    spec = run.spec
+    shown = example_groups(step, len(seeds), spec.rollout.answer_example_steps)
     if run.world > 1:
         parts: list = [None] * run.world
         torch.distributed.all_gather_object(parts, (trajs, seconds))
@@ -52,6 +70,58 @@ def gather_rollouts(run, seeds: list[int], step: int):
     # rank 0's metrics speak for the whole batch (the health verdict reads them)
     return trajs, {**rollout_stats(trajs, seconds), "episode/example_frac": shown / len(seeds),
                    "perf/rollout_tokens": engine_tokens([t.input_ids for t in trajs])}
+
+
+def step_rollouts(run, step: int):
+    """The step's trajectories and rollout metrics: the batch the engine rolled out during the
+    last update (`rollout.max_staleness` > 0; train/ahead.py) unless it is stale and dropped,
+    else rolled out now with the weights the engine serves. Advances the seed cursor past
+    the groups rolled out now (a batch rolled out ahead counted its own when it finished)."""
+    from ragen_cli.train.ahead import is_stale, version_lag
+
+    spec, state = run.spec, run.state
+    ahead, dropped = run.ahead.take(), 0.0
+    if ahead is not None and is_stale(ahead.version, state.version, spec.rollout.max_staleness) \
+            and spec.rollout.stale == "drop":
+        ahead, dropped = None, 1.0
+    if ahead is None:
+        seeds = step_seeds(state.cursor, spec.env.train.groups)
+        trajs, metrics = gather_rollouts(run, seeds, step)
+        state.cursor += spec.env.train.groups  # after the rollouts: an env failure's seeds are not skipped on resume
+    else:
+        trajs, metrics = share_rollouts(run, ahead.seeds, ahead.step, ahead.trajs, ahead.seconds)
+    if spec.rollout.max_staleness > 0 and run.rank == 0:
+        lags = [version_lag(t.policy_version, state.version) for t in trajs]
+        metrics.update({"sync/version_lag": sum(lags) / max(len(lags), 1), "sync/stale_dropped_frac": dropped})
+    return trajs, metrics
+
+
+def launch_ahead(run, step: int) -> None:
+    """Start rolling out the batch of step `step` with the weights the engine serves now
+    (train/ahead.py), unless the run does not overlap (`rollout.max_staleness` 0)."""
+    from ragen_cli.train.ahead import Ahead
+
+    if run.spec.rollout.max_staleness == 0:
+        return
+    state = run.state
+    ahead = Ahead(step=step, version=state.version, seeds=step_seeds(state.cursor, run.spec.env.train.groups))
+    run.ahead.launch(ahead, lambda: local_rollouts(run, ahead.seeds, step, ahead.version))
+
+
+def join_ahead(run, trainer_span: tuple[float, float]) -> dict[str, float]:
+    """Wait for the batch in flight (the engine is free again: sync, probe and validation use
+    it); count its seeds; the seconds the trainer waited and the seconds both worked at once."""
+    from ragen_cli.train.ahead import overlap_seconds
+
+    if run.spec.rollout.max_staleness == 0:
+        return {}
+    waited = run.ahead.join()
+    ahead = run.ahead.pending
+    if ahead is None:
+        return {}
+    if ahead.error is None:
+        run.state.cursor += len(ahead.seeds)
+    return {"timing/ahead_wait_s": waited, "timing/overlap_s": overlap_seconds(ahead.span, trainer_span)}
 
 
 def single_pass(spec, rows: int, mini_rows: int) -> bool:
