@@ -55,12 +55,15 @@ def summary(out: Path, record: dict) -> dict:
     from health_corpus import _jsonl
     from seed_sweep import outcome
 
-    got = outcome(out, record)
-    rows = [r for r in _jsonl(out / record["name"] / "metrics.jsonl") if r.get("step", 0) > 1]
+    every = [r for r in _jsonl(out / record["name"] / "metrics.jsonl")]
+    validated = any(k.startswith("val/") for r in every if r.get("step", 0) > 0 for k in r)
+    got = outcome(out, record) if validated else {"label": None, "last_step": every[-1]["step"] if every else 0,
+                                                   "step_to_target": None, "s_to_target": None}
+    rows = [r for r in every if r.get("step", 0) > 1]
     means = {p: statistics.mean(r[p] for r in rows if p in r) for p in PHASES if any(p in r for r in rows)}
     return {"seed": record["seed"], "label": got["label"], "last_step": got["last_step"],
             "step_to_target": got["step_to_target"], "s_to_target": got["s_to_target"],
-            "steps_per_min": steps_per_minute(_jsonl(out / record["name"] / "metrics.jsonl")), **means}
+            "steps_per_min": steps_per_minute(every), **means}
 
 
 def report(args) -> None:
