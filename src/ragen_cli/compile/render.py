@@ -45,7 +45,11 @@ def algorithm_table(plan: Plan, provenance: Mapping[str, str]) -> Table:
         source = provenance.get(key, "default")
         table.add_row(key, json.dumps(value), f"[{style.get(source, '')}]{source}[/]")
     table.add_row("(precision in use)", json.dumps(plan.precision), f"[dim]{plan.precision_why}[/]")
-    table.add_row("(rollout IS cap in use)", json.dumps(plan.rollout_is_cap), "[dim]rollout_is + precision[/]")
+    table.add_row("(rollout IS cap in use)", json.dumps(plan.rollout_is_cap),
+                  "[dim]rollout_is + precision + rollout.max_staleness[/]")
+    if plan.placement:
+        table.add_row("(the engine during the update)", plan.placement["rollout"].get("during_update", "idle"),
+                      f"[dim]rollout.max_staleness {plan.max_staleness}, rollout.sleep[/]")
     return table
 
 
