@@ -234,3 +234,57 @@ def test_a_resumed_k1_run_equals_the_uninterrupted_one(overlap_runs):
     a, b = _metrics(whole)[-1], _metrics(split)[-1]
     for key in ("actor/policy_loss", "actor/entropy", "actor/grad_norm", "actor/is_weight_mean"):
         assert a[key] == b[key], key
+
+
+def test_the_rollout_thread_leaves_the_trainer_s_generator_alone():
+    """`kept_rng` restores torch's generators after a rollout on the main thread; in the thread
+    that overlaps the update it must not, or it would rewind the draws the update (LoRA dropout)
+    made meanwhile."""
+    import threading
+
+    import torch
+
+    from ragen_cli.rollout.rng import kept_rng
+
+    inside, drawn = threading.Event(), threading.Event()
+
+    def rollout():
+        with kept_rng():
+            inside.set()
+            drawn.wait(10)
+
+    torch.manual_seed(0)
+    thread = threading.Thread(target=rollout)
+    thread.start()
+    inside.wait(10)
+    first = torch.rand(1)  # the update draws while the rollout runs
+    drawn.set()
+    thread.join()
+    second = torch.rand(1)
+    torch.manual_seed(0)
+    assert torch.equal(torch.rand(2), torch.cat([first, second]))  # not rewound to before the rollout
+    with kept_rng():  # on the main thread the guard still restores
+        torch.rand(5)
+    torch.manual_seed(0)
+    expected = torch.rand(3)[2:]
+    torch.manual_seed(0)
+    torch.rand(2)
+    with kept_rng():
+        torch.rand(5)
+    assert torch.equal(torch.rand(1), expected)
+
+
+def test_an_env_info_json_cannot_hold_still_saves():
+    import numpy as np
+
+    from ragen_cli.rollout.types import Trajectory
+    from ragen_cli.train.ahead import Ahead, ahead_to_json
+
+    class Thing:
+        def __str__(self) -> str:
+            return "a thing"
+
+    traj = Trajectory(info={"grid": np.arange(4).reshape(2, 2), "score": np.float32(0.5), "seen": {"b", "a"},
+                            "obj": Thing()})
+    info = json.loads(ahead_to_json(Ahead(step=1, version=0, seeds=[1], trajs=[traj])))["trajs"][0]["info"]
+    assert info == {"grid": [[0, 1], [2, 3]], "score": 0.5, "seen": ["a", "b"], "obj": "a thing"}

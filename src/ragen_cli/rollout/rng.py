@@ -21,9 +21,20 @@ def rng_devices(cuda_available: bool, device_count: int) -> list[int]:
 
 @contextlib.contextmanager
 def kept_rng():
-    """The block may seed and draw; torch's CPU and CUDA generators are restored after it."""
+    """The block may seed and draw; torch's CPU and CUDA generators are restored after it.
+
+    Not off the main thread: there the block is the rollout that overlaps the update
+    (train/ahead.py), and the update owns the generators meanwhile (LoRA dropout): restoring
+    them when the rollout ends would rewind its draws at a moment set by timing. That rollout is
+    vLLM's, whose per-request seeds draw from its own generators, and its engine was built (and
+    seeded the global ones) on the main thread, inside this guard."""
+    import threading
+
     import torch
 
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     cuda = torch.cuda.is_available()
     with torch.random.fork_rng(devices=rng_devices(cuda, torch.cuda.device_count() if cuda else 0)):
         yield

@@ -191,9 +191,9 @@ class RolloutSpec(Section):
         "by `stale`. vLLM only; the engine does not sleep during the update.",
     )
     stale: Literal["drop", "correct"] = Field(
-        "drop", description="A batch more than max_staleness policy versions old: drop (counted in "
-        "sync/stale_dropped_frac; the step rolls out again with the current weights) or correct (train on it "
-        "with its importance correction).",
+        "drop", description="A batch more than max_staleness policy versions old (only after a health rollback: one "
+        "batch is in flight at a time): drop (counted in sync/stale_dropped_frac; the step rolls out a fresh batch, "
+        "the next seeds, with the current weights) or correct (train on it with its importance correction).",
     )
 
 

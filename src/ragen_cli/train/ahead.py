@@ -23,11 +23,13 @@ after a rollback, since one batch is in flight) is dropped and the step rolls ou
 
 The batch in flight is part of the run's state: it is joined before every sync and checkpoint,
 and a checkpoint after step t holds batch t+1 (`ahead-<rank>.json`; the weights that drew it are gone by
-then), so a resumed run trains on exactly the trajectories the uninterrupted run did. The last
-step rolls one out too, so extending a finished run (`--resume` with more steps) continues
-exactly. A failure in the engine's thread (an env's, a user's reward function) is raised when the
-next step takes the batch, after this step finished and was saved; its seeds were not counted,
-so a resume retries them. Only the engine's work runs in the thread: with several processes the
+then), so a resumed run trains on exactly the trajectories the uninterrupted run did (an env's
+info goes through JSON: values JSON cannot hold come back as lists or text). The last step rolls
+one out too, so extending a finished run (`--resume` with more steps) continues exactly. A
+failure in the engine's thread is raised when the next step takes the batch, after the step it
+ran during has finished: an env's or a reward function's (`EnvFailure`) then saves that step and
+stops the run, as it does in a sequential rollout; its seeds were not counted, so a resume
+retries them. Only the engine's work runs in the thread: with several processes the
 batch is shared (all_gather) in the main thread, where the update's collectives run.
 """
 
@@ -85,7 +87,13 @@ class RunAhead:
         if self._thread is not None or self.pending is not None:
             raise RuntimeError("a rollout batch is already in flight")
 
+        device = _current_cuda_device()
+
         def body() -> None:
+            if device is not None:  # torch's current GPU is per thread: the rank's, as in the main thread
+                import torch
+
+                torch.cuda.set_device(device)
             start = time.perf_counter()
             try:
                 ahead.trajs, ahead.seconds = work()
@@ -115,12 +123,30 @@ class RunAhead:
         return ahead
 
 
+def _current_cuda_device() -> int | None:
+    """The calling thread's current CUDA device, None where CUDA is not in use."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return torch.cuda.current_device()
+
+
 # ------------------------------------------------------------------------------ in checkpoints
 def _json_default(value: Any) -> Any:
-    item = getattr(value, "item", None)  # numpy / torch scalars in an env's info
-    if callable(item):
-        return item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+    """What JSON cannot hold in an env's info: arrays and tensors as lists, scalars as numbers,
+    sets as sorted lists, anything else as its text (info only feeds metrics and logs)."""
+    for name in ("tolist", "item"):  # numpy / torch arrays and scalars
+        fn = getattr(value, name, None)
+        if callable(fn):
+            try:
+                return fn()
+            except (TypeError, ValueError):
+                pass
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=repr)
+    return str(value)
 
 
 def ahead_to_json(ahead: Ahead) -> str:

@@ -149,9 +149,26 @@ def _restore(run: Run) -> None:
     saved = ckpt.load(latest, run.engines)
     fields = RunState().__dict__.keys()
     run.state = RunState(**{k: v for k, v in saved.items() if k in fields})
-    run.ahead.pending = read_ahead(latest, run.rank)  # the batch rolled out during the last update, if any
+    run.ahead.pending = restored_ahead(run, latest)  # the batch rolled out during the last update, if any
     push_weights(run, f"resume-{run.state.step}")  # the same weights again: not a new version
     run.say(f"ragen: resumed from {latest} (step {run.state.step})")
+
+
+def restored_ahead(run: Run, latest: Path):
+    """The batch a checkpoint holds for this process, when the run overlaps rollouts and every
+    process has its share (a checkpoint from another world size, or one rank's rollout that
+    failed, leaves the batch to be rolled out again)."""
+    ahead = read_ahead(latest, run.rank) if run.spec.rollout.max_staleness > 0 else None
+    if (latest / AHEAD_FILE.format(rank=run.world)).exists():  # saved by more processes than run now
+        ahead = None
+    if run.world > 1:
+        import torch
+
+        have = torch.tensor([1 if ahead is not None else 0])
+        torch.distributed.all_reduce(have, op=torch.distributed.ReduceOp.MIN)
+        if not int(have):
+            ahead = None
+    return ahead
 
 
 def best_metric(spec) -> str | None:
@@ -184,13 +201,15 @@ def new_best(run: Run, step: int, metrics: dict[str, float]) -> bool:
 
 
 def teardown(run: Run) -> None:
-    run.ahead.join()  # a batch still rolling out (an error mid-update) ends before the engine closes
-    run.sync.close()
-    for sink in run.sinks:
-        sink.close()
-    close = getattr(run.backend, "close", None)
-    if callable(close):
-        close()
+    try:
+        run.ahead.join()  # a batch still rolling out (an error mid-update) ends before the engine closes
+    finally:  # a second Ctrl-C while it waits: close everything anyway
+        run.sync.close()
+        for sink in run.sinks:
+            sink.close()
+        close = getattr(run.backend, "close", None)
+        if callable(close):
+            close()
 
 
 def log_validation(run: Run, step: int) -> dict[str, float]:

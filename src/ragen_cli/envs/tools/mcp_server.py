@@ -33,6 +33,7 @@ from typing import Any
 
 from ragen_cli.envs.base import EnvFailure
 
+_GROUPS = getattr(__import__("builtins"), "BaseExceptionGroup", ())  # Python 3.11+ (3.10: shown as they are)
 START_TIMEOUT_S = 120.0  # a Python server imports the SDK first (tens of seconds on a loaded machine)
 
 
@@ -100,7 +101,7 @@ class McpServer:
                 err = self._serving.exception(10)
             except BaseException as waited:  # noqa: BLE001 - still ending, or cancelled
                 err = waited
-            while isinstance(err, BaseExceptionGroup) and err.exceptions:  # the SDK's task groups wrap the cause
+            while isinstance(err, _GROUPS) and err.exceptions:  # the SDK's task groups wrap the cause
                 err = err.exceptions[0]
             self.stop()
             raise ToolServerError(f"MCP server `{self.label}` did not start: {type(err).__name__}: {err}{self._tail()}")
