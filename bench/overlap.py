@@ -55,7 +55,7 @@ def summary(out: Path, record: dict) -> dict:
     from health_corpus import _jsonl
     from seed_sweep import outcome
 
-    every = [r for r in _jsonl(out / record["name"] / "metrics.jsonl")]
+    every = _jsonl(out / record["name"] / "metrics.jsonl")
     validated = any(k.startswith("val/") for r in every if r.get("step", 0) > 0 for k in r)
     got = outcome(out, record) if validated else {"label": None, "last_step": every[-1]["step"] if every else 0,
                                                    "step_to_target": None, "s_to_target": None}

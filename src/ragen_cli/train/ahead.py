@@ -125,10 +125,9 @@ class RunAhead:
 
 def _current_cuda_device() -> int | None:
     """The calling thread's current CUDA device, None where CUDA is not in use."""
-    import sys
+    import torch
 
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return None
     return torch.cuda.current_device()
 
