@@ -63,16 +63,25 @@ def sync_round_trip(model, hf, vllm, probe, seed: int) -> tuple[float, float, fl
     return stale, synced, parity_gap(hf.score(probe), vllm.score(probe))
 
 
-def smollm2_greedy(model_dir: str) -> list[list[int]]:
-    """vLLM's greedy continuation of each of SMOLLM2_PROMPTS (token ids), SmolLM2 in fp32."""
+def smollm2_checks(model_dir: str) -> dict:
+    """vLLM's greedy continuation of each of SMOLLM2_PROMPTS (token ids), SmolLM2 in fp32; and
+    on this engine without LoRA, `score_batch` in one call against one call a sequence."""
     from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.backend import parity_gap
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 
     tok = load_tokenizer(model_dir)
     engine = VLLMBackend(model_dir, "float32", max_model_len=512, seed=0, kv_cache_gib=1)
     try:
-        return [engine.generate([tok(p).input_ids], n=1, max_tokens=SMOLLM2_TOKENS, temperature=0.0, top_p=1.0,
-                                seed=0)[0][0].token_ids for p in SMOLLM2_PROMPTS]
+        prompts = [tok(p).input_ids for p in SMOLLM2_PROMPTS]
+        greedy = [engine.generate([p], n=1, max_tokens=SMOLLM2_TOKENS, temperature=0.0, top_p=1.0,
+                                  seed=0)[0][0].token_ids for p in prompts]
+        batch = [p + g for p, g in zip(prompts, greedy)] + [prompts[0] + greedy[0]]
+        together, alone = engine.score_batch(batch), [engine.score(ids) for ids in batch]
+        return {"smollm2_greedy": greedy, "smollm2_one_call": not engine.lora_enabled,
+                "smollm2_score_batch_lengths": [len(x) for x in together],
+                "smollm2_score_batch_expected": [len(ids) - 1 for ids in batch],
+                "smollm2_score_batch_gap": max(parity_gap(a, b) for a, b in zip(together, alone))}
     finally:
         engine.close()
 
@@ -113,6 +122,13 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     # 2. sampled (T=1) log-probs of vLLM equal the trainer's log-probs of the same tokens
     [[s]] = vllm.generate([probe], n=1, max_tokens=16, temperature=1.0, top_p=1.0, seed=5)
     res["sampled_logprob_gap"] = parity_gap(s.logprobs, hf.score(probe + s.token_ids)[len(probe) - 1:])
+    # 2a. scoring several sequences in one engine call (the parity probe's way) gives each one's
+    # own scores: sequences of different lengths, one repeated, against one call each and the trainer
+    batch = [probe, probe[:40], h[1].input_ids[:90], probe]
+    together, alone = vllm.score_batch(batch), [vllm.score(ids) for ids in batch]
+    res["score_batch_lengths"] = [len(x) for x in together]
+    res["score_batch_vs_alone_gap"] = max(parity_gap(a, b) for a, b in zip(together, alone))
+    res["score_batch_vs_trainer_gap"] = max(parity_gap(a, b) for a, b in zip(together, hf.score_batch(batch)))
     # 2b. seeded sampling of long prompts (more tokens than one scheduler step takes) works and
     # is reproducible (regression: chunked prefill + per-request seeds crashed on CPU)
     long = [[1] + [100 + (i * 7 + j) % 5000 for j in range(1200)] for i in range(8)]
@@ -155,7 +171,7 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
 if __name__ == "__main__":
     result = main(sys.argv[1], sys.argv[2])
     if len(sys.argv) > 3:
-        result["smollm2_greedy"] = smollm2_greedy(sys.argv[3])
+        result.update(smollm2_checks(sys.argv[3]))
     print("RESULT " + json.dumps(result), flush=True)
     # Interpreter teardown after the checks aborted the process ("terminate called without an
     # active exception", rc -6) in 3 of 6 runs with DS_ACCELERATOR=cpu set beforehand, as it is

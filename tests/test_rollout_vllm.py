@@ -40,6 +40,20 @@ def test_vllm_sampling_logprobs_match_the_trainer(probe):
 
 
 @pytest.mark.slow
+def test_scoring_a_batch_in_one_call_gives_each_sequence_its_own_scores(probe):
+    """`score_batch` (the sync's parity probe): 4 sequences of 160, 40, 90 and 160 tokens, one
+    repeated, in one engine call: len - 1 scores each, as one call each gives and as the trainer's."""
+    assert probe["score_batch_lengths"] == [159, 39, 89, 159]
+    assert probe["score_batch_vs_alone_gap"] < SYNCED  # an engine with LoRA: one call a sequence
+    assert probe["score_batch_vs_trainer_gap"] < SYNCED
+    # SmolLM2 without LoRA: 2 prompts + their 12 greedy tokens, one repeated, in one engine call
+    assert probe["smollm2_one_call"]
+    assert probe["smollm2_score_batch_lengths"] == probe["smollm2_score_batch_expected"]
+    assert min(probe["smollm2_score_batch_lengths"]) >= 12
+    assert probe["smollm2_score_batch_gap"] < SYNCED
+
+
+@pytest.mark.slow
 def test_full_weight_sync_serves_the_new_weights(probe):
     assert probe["full_stale_gap"] > STALE  # the probe sees stale weights...
     assert probe["full_synced_gap"] < SYNCED  # ...and the push fixes them

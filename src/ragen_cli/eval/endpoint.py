@@ -219,5 +219,8 @@ class EndpointBackend:
     def score(self, token_ids: list[int]) -> list[float]:
         raise EndpointError("log-prob scoring is not offered for endpoint policies")
 
+    def score_batch(self, sequences: list[list[int]]) -> list[list[float]]:
+        return [self.score(ids) for ids in sequences]
+
     def close(self) -> None:
         """Nothing to release (each request opens its own connection)."""

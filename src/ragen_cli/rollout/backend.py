@@ -37,6 +37,9 @@ class Backend(Protocol):
     def score(self, token_ids: list[int]) -> list[float]:
         """log p(token_i | token_<i) for i = 1..len-1 (len(token_ids) - 1 values)."""
 
+    def score_batch(self, sequences: list[list[int]]) -> list[list[float]]:
+        """`score` of each sequence, in order (vLLM: in one engine call)."""
+
     def sleep(self) -> None:
         """Release accelerator memory until `wake_up` (vLLM sleep mode; a no-op where there is
         nothing to release)."""

@@ -89,6 +89,10 @@ class HFBackend:
             logp = torch.log_softmax(logits, dim=-1).gather(-1, ids[0, 1:, None])[:, 0]
         return logp.tolist()
 
+    def score_batch(self, sequences: list[list[int]]) -> list[list[float]]:
+        """`score` of each sequence, one forward each (padding them into one would change the numbers)."""
+        return [self.score(ids) for ids in sequences]
+
     # ------------------------------------------------------------------ internals
     def _generate_chunk(self, chunk: list[list[int]], max_tokens: int, temperature: float,
                         top_p: float, seed: int) -> list[Sample]:

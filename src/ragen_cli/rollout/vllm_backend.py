@@ -84,6 +84,7 @@ class VLLMBackend:
         self.tokenizer = load_tokenizer(self.model_dir)
         self.stop_ids = stop_token_ids(self.tokenizer)
         self.dtype = str(engine_args["dtype"])
+        self.lora_enabled = bool(engine_args.get("enable_lora"))
         self.lora_request = None
         self._lora_version = 0
         if weight_sync not in ("file", "tensors"):
@@ -137,15 +138,25 @@ class VLLMBackend:
         self.llm.reset_prefix_cache()
 
     def score(self, token_ids: list[int]) -> list[float]:
+        return self.score_batch([token_ids])[0]
+
+    def score_batch(self, sequences: list[list[int]]) -> list[list[float]]:
+        """`score` of each sequence, in one engine call (one prefill for the lot: the sync's parity
+        probe scores its sequences this way), or one call each on an engine built with LoRA, whose
+        CPU kernels fail on the prompt log-probs of several requests at once (vllm 0.32: einsum
+        size mismatch in punica_cpu `add_lora_logits`)."""
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        if len(token_ids) < 2:
+        if any(len(ids) < 2 for ids in sequences):
             raise ValueError("score needs at least two tokens")
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
-        [out] = self.llm.generate([TokensPrompt(prompt_token_ids=list(token_ids))], params,
-                                  use_tqdm=False, lora_request=self.lora_request)
-        return [step[tid].logprob for step, tid in zip(out.prompt_logprobs[1:], token_ids[1:])]
+        calls = [sequences] if not self.lora_enabled else [[ids] for ids in sequences]
+        outs = [out for part in calls
+                for out in self.llm.generate([TokensPrompt(prompt_token_ids=list(ids)) for ids in part], params,
+                                             use_tqdm=False, lora_request=self.lora_request)]
+        return [[step[tid].logprob for step, tid in zip(out.prompt_logprobs[1:], ids[1:])]
+                for out, ids in zip(outs, sequences)]
 
     def sleep(self) -> None:
         """vLLM sleep mode level 1 (engine built with `enable_sleep_mode`): the KV cache is freed
