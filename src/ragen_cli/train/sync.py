@@ -206,7 +206,7 @@ class WeightSync:
         """(trainer, engine) log-probs of the sampled tokens of the probe's sequences, in row order."""
         trainer = score(self.actor, probe, self.micro, share_prefix=self.share_prefix)
         rows = [probe.input_ids[i, : int(probe.attention_mask[i].sum().item())].tolist() for i in range(len(probe))]
-        engine = self.backend.score_batch(rows)  # one engine call: one call a row cost ~1 s a step on CPU
+        engine = self.backend.score_batch(rows)  # one engine call (one a row cost 0.45 s more a step on CPU)
         t_out: list[float] = []
         e_out: list[float] = []
         for i, (ids, logp) in enumerate(zip(rows, engine)):
