@@ -13,6 +13,14 @@ the seconds the engine and the trainer worked at once (`timing/overlap_s`) and t
 for the engine (`timing/ahead_wait_s`), the first step and the seconds from the command to
 validation >= 0.9, and the label (bench/health_corpus.py); then per k the medians, and the
 ratio of k = 1's steps per minute to k = 0's on each seed.
+
+    .venv/bin/python bench/overlap.py bound --alone /tmp/overlap-bandit/k0 --one-core DIR [--k1 DIR]
+
+`bound`: the most any overlap can give on a machine whose cores the engine and the trainer share
+(`best_shared`): from runs alone on the whole machine (`--alone`, k = 0) and runs given one core
+each (`--one-core`: bench/seed_sweep.py `--cores`/`--lanes`), each phase's seconds on one core
+and on both; prints the sequential step, the shortest step any schedule of the two phases could
+reach, their ratio, and with `--k1` the ratio measured.
 """
 
 from __future__ import annotations
@@ -40,6 +48,42 @@ def run(args) -> None:
             if (out / f"{run_name(spec, seed, args.precision)}.run.json").exists():
                 continue  # a rerun resumes the bench
             start_run(spec, seed, args.precision, out, args.set + [f"rollout.max_staleness={k}"], None)
+
+
+def best_shared(r1: float, r2: float, t1: float, t2: float) -> float:
+    """Shortest wall time in which two jobs that share two cores can both finish: the engine's
+    rollout (r1 seconds on one core, r2 on both) and the trainer's part (t1, t2), when each runs at
+    any moment on one core beside the other or alone on both, and no core idles while work is left.
+    Running side by side for x seconds, then the rest of each alone on both cores, takes
+    x + r2 (1 - x/r1) + t2 (1 - x/t1): linear in x, so the best x is 0 (one after the other: r2 + t2)
+    or min(r1, t1) (until the shorter job ends). Side by side wins when r2/r1 + t2/t1 > 1, that is
+    when the second core speeds the two jobs up by less than 2x between them."""
+    x = min(r1, t1)
+    return min(r2 + t2, x + r2 * (1 - x / r1) + t2 * (1 - x / t1))
+
+
+def phase_means(runs: list[dict]) -> dict[str, float]:
+    """The mean over runs of each phase's mean seconds (`summary`): rollout, trainer (old scores +
+    update) and step."""
+    trainer = [r.get("timing/old_scores_s", 0.0) + r["timing/update_s"] for r in runs]
+    return {"rollout": statistics.mean(r["timing/rollout_s"] for r in runs), "trainer": statistics.mean(trainer),
+            "step": statistics.mean(r["timing/step_s"] for r in runs)}
+
+
+def runs_in(folder: Path) -> list[dict]:
+    return [summary(folder, json.loads(p.read_text())) for p in sorted(folder.glob("*.run.json"))]
+
+
+def bound(args) -> None:
+    two, one = phase_means(runs_in(Path(args.alone))), phase_means(runs_in(Path(args.one_core)))
+    rest = two["step"] - two["rollout"] - two["trainer"]
+    best = rest + best_shared(one["rollout"], two["rollout"], one["trainer"], two["trainer"])
+    out = {"rollout_1core": one["rollout"], "rollout_2core": two["rollout"], "trainer_1core": one["trainer"],
+           "trainer_2core": two["trainer"], "rest": rest, "sequential_step": two["step"], "best_shared_step": best,
+           "max_speedup": two["step"] / best}
+    if args.k1:
+        out["measured_speedup"] = two["step"] / phase_means(runs_in(Path(args.k1)))["step"]
+    print(json.dumps({k: round(v, 3) for k, v in out.items()}))
 
 
 def steps_per_minute(rows: list[dict]) -> float | None:
@@ -107,8 +151,12 @@ def main() -> None:
     p = sub.add_parser("report")
     p.add_argument("--out", required=True)
     p.add_argument("--markdown", action="store_true")
+    b = sub.add_parser("bound")
+    b.add_argument("--alone", required=True, help="k = 0 runs alone on the whole machine")
+    b.add_argument("--one-core", required=True, help="runs of the same spec on one core each (seed_sweep --cores)")
+    b.add_argument("--k1", default="", help="k = 1 runs alone on the whole machine (the measured ratio)")
     args = ap.parse_args()
-    run(args) if args.cmd == "run" else report(args)
+    {"run": run, "report": report, "bound": bound}[args.cmd](args)
 
 
 if __name__ == "__main__":
