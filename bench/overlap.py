@@ -71,7 +71,11 @@ def phase_means(runs: list[dict]) -> dict[str, float]:
 
 
 def runs_in(folder: Path) -> list[dict]:
-    return [summary(folder, json.loads(p.read_text())) for p in sorted(folder.glob("*.run.json"))]
+    runs = [summary(folder, json.loads(p.read_text())) for p in sorted(folder.glob("*.run.json"))]
+    if not runs:
+        raise SystemExit(f"bench/overlap.py bound: no runs in {folder} (a folder of `seed_sweep.py run` or "
+                         "`overlap.py run` runs: NAME.run.json beside NAME/metrics.jsonl)")
+    return runs
 
 
 def bound(args) -> None:
