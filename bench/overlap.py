@@ -71,7 +71,12 @@ def phase_means(runs: list[dict]) -> dict[str, float]:
 
 
 def runs_in(folder: Path) -> list[dict]:
-    runs = [summary(folder, json.loads(p.read_text())) for p in sorted(folder.glob("*.run.json"))]
+    """`summary` of every finished run in a folder of `seed_sweep.py run` or `overlap.py run` runs."""
+    return [summary(folder, json.loads(p.read_text())) for p in sorted(folder.glob("*.run.json"))]
+
+
+def some_runs_in(folder: Path) -> list[dict]:
+    runs = runs_in(folder)
     if not runs:
         raise SystemExit(f"bench/overlap.py bound: no runs in {folder} (a folder of `seed_sweep.py run` or "
                          "`overlap.py run` runs: NAME.run.json beside NAME/metrics.jsonl)")
@@ -79,14 +84,14 @@ def runs_in(folder: Path) -> list[dict]:
 
 
 def bound(args) -> None:
-    two, one = phase_means(runs_in(Path(args.alone))), phase_means(runs_in(Path(args.one_core)))
+    two, one = phase_means(some_runs_in(Path(args.alone))), phase_means(some_runs_in(Path(args.one_core)))
     rest = two["step"] - two["rollout"] - two["trainer"]
     best = rest + best_shared(one["rollout"], two["rollout"], one["trainer"], two["trainer"])
     out = {"rollout_1core": one["rollout"], "rollout_2core": two["rollout"], "trainer_1core": one["trainer"],
            "trainer_2core": two["trainer"], "rest": rest, "sequential_step": two["step"], "best_shared_step": best,
            "max_speedup": two["step"] / best}
     if args.k1:
-        out["measured_speedup"] = two["step"] / phase_means(runs_in(Path(args.k1)))["step"]
+        out["measured_speedup"] = two["step"] / phase_means(some_runs_in(Path(args.k1)))["step"]
     print(json.dumps({k: round(v, 3) for k, v in out.items()}))
 
 
@@ -118,10 +123,8 @@ def report(args) -> None:
     root = Path(args.out)
     by_k: dict[int, dict[int, dict]] = {}
     for kdir in sorted(root.glob("k*")):
-        k = int(kdir.name[1:])
-        for path in sorted(kdir.glob("*.run.json")):
-            record = json.loads(path.read_text())
-            by_k.setdefault(k, {})[record["seed"]] = summary(kdir, record)
+        for s in runs_in(kdir):
+            by_k.setdefault(int(kdir.name[1:]), {})[s["seed"]] = s
     cols = ["seed", "label", "last_step", "steps_per_min", "step_to_target", "s_to_target"] + [p.split("/")[1] for p in PHASES]
     if args.markdown:
         print("| k | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols))
