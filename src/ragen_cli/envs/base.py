@@ -9,7 +9,9 @@ budget (truncation), the `info` keys and the rule that a step never raises.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import typing
 from typing import Any, ClassVar
 
@@ -17,28 +19,69 @@ import gymnasium
 import numpy as np
 
 from ragen_cli.envs.config import config_from_dict
+from ragen_cli.spec.refs import SPEC_DIR_VAR
+
+
+def module_dirs() -> list[str]:
+    """Where `module:name` references are imported from, first to last: the spec's folder, then
+    the directory ragen runs in (then the installed packages)."""
+    dirs = [d for d in os.environ.get(SPEC_DIR_VAR, "").split(os.pathsep) if d] + [os.getcwd()]
+    return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
+
+
+def _looked_in(dirs: list[str]) -> str:
+    return "looked in " + ", ".join(dirs) + " and the installed packages"
+
+
+def _folder_not_module(module: Any) -> str:
+    """For a namespace package (a folder without __init__.py): where it is, else ''."""
+    if getattr(module, "__file__", None) is not None or not hasattr(module, "__path__"):
+        return ""
+    return ", ".join(dict.fromkeys(os.path.abspath(p) for p in module.__path__))
 
 
 def import_ref(ref: str, what: str) -> Any:
-    """`module:name` -> the object, the module found like `python -m` finds one: also in the
-    directory ragen runs in (a user's env, reward or mapping module sits beside the spec).
-    A ValueError names `what` and `ref` when the reference is malformed or does not resolve; a
-    module that fails while importing is reported with its error."""
+    """`module:name` -> the object, the module imported from the spec's folder first, then the
+    directory ragen runs in (`module_dirs`: a user's env, reward or mapping module sits beside the
+    spec). A ValueError names `what` and `ref` when the reference is malformed or does not
+    resolve, and says where it looked; a module that fails while importing is reported with its
+    error; a folder without __init__.py that shadows the module is named as such."""
     import importlib
-    import os
-    import sys
 
     module_name, sep, attr = str(ref).partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"{what} must be written module:name, got {ref!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    dirs = module_dirs()
+    for d in reversed(dirs):
+        if d in sys.path:
+            sys.path.remove(d)
+        sys.path.insert(0, d)
+    top = module_name.split(".")[0]
+    cached = sys.modules.get(top)
+    if cached is not None and _folder_not_module(cached) and any(os.path.isfile(os.path.join(d, top + ".py")) for d in dirs):
+        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+            del sys.modules[name]  # a folder imported earlier; the spec's folder holds the module itself
+        importlib.invalidate_caches()
     try:
         module = importlib.import_module(module_name)
+    except ModuleNotFoundError as err:
+        if err.name and (module_name == err.name or module_name.startswith(err.name + ".")):
+            raise ValueError(f"{what} '{ref}': cannot import module '{err.name}': no such module ({_looked_in(dirs)})") from None
+        raise ValueError(f"{what} '{ref}': cannot import module '{module_name}': {type(err).__name__}: {err}") from None
     except Exception as err:  # a user's module may fail in any way while importing
         raise ValueError(f"{what} '{ref}': cannot import module '{module_name}': {type(err).__name__}: {err}") from None
     if not hasattr(module, attr):
-        raise ValueError(f"{what} '{ref}': module '{module_name}' has no attribute '{attr}'")
+        folder = _folder_not_module(module)
+        if folder:
+            raise ValueError(f"{what} '{ref}': module '{module_name}' is the folder {folder} (no __init__.py), not "
+                             f"{module_name.replace('.', '/')}.py; {_looked_in(dirs)}")
+        import difflib
+
+        names = [n for n in vars(module) if not n.startswith("_")]
+        close = difflib.get_close_matches(attr, names, n=1, cutoff=0.6)
+        where = getattr(module, "__file__", None)
+        raise ValueError(f"{what} '{ref}': module '{module_name}' has no attribute '{attr}'"
+                         + (f" ({where})" if where else "") + (f"; did you mean '{close[0]}'?" if close else ""))
     return getattr(module, attr)
 
 

@@ -23,7 +23,9 @@ A run spec is one YAML file; `ragen validate SPEC` checks it (every problem at o
 file:line:col and key path), `ragen validate --schema` prints its JSON Schema, and
 `ragen train SPEC --dry-run` prints the compiled plan. Unknown keys are errors. Any value can be
 overridden on the command line with `--set key.path=value` (the value is read as YAML).
-Relative paths start at the directory ragen runs in.
+Relative paths start at the directory ragen runs in. Python modules named `module:name` (a custom
+env, reward, feedback, tool or mapping function) are imported from the spec's folder first, then
+from the directory ragen runs in; an import error says where it looked.
 
 Both `ragen validate` and the dry run warn about each setting the spec writes that has no effect
 in its compiled plan, naming the field and why: `algorithm.clip_low` / `clip_high` when the
