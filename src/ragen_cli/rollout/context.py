@@ -76,6 +76,9 @@ class ChatFormat:
         stop_texts = [tokenizer.convert_ids_to_tokens(i) for i in self.stop_ids]
         self.eot_text = next((t for t in stop_texts if after.startswith(t)), after)  # "<|im_end|>"
         self.after_eot = after[len(self.eot_text):]  # ChatML: "\n"
+        # tokens that end a turn as the template's own closing does: Llama 3.1's <|eom_id|> ends a
+        # tool call in its ipython mode, and the tool's turn follows it directly
+        self.turn_ends = [self.eot_text] + [t for t in stop_texts if t in MESSAGE_ENDS and t != self.eot_text]
         self._plain = probe  # a history with a marked reply: where the layout's user block is read
         self.prefix_stable = self._renders_as_prefix(self._sample_history())
 
@@ -122,6 +125,11 @@ class ChatFormat:
         prompt + prefill: a re-rendering template's sampler prompt."""
         return self.encode(self.render(messages, generation_prompt=True) + self.prefill)
 
+    def strip_end(self, reply: str) -> str:
+        """A reply without the token that ended its turn (`<|im_end|>`, `<|eom_id|>`), if any."""
+        end = next((t for t in self.turn_ends if reply.endswith(t)), "")
+        return reply[: len(reply) - len(end)]
+
     def end_tokens(self, stopped: bool) -> list[int]:
         """Template tokens that close a reply: none when the model sampled the stop token,
         else the end-of-turn tokens (mask 0)."""
@@ -154,10 +162,15 @@ class ChatFormat:
         return self.encode(self.after_eot + tail[len(closing):] + self.prefill)
 
 
+MESSAGE_ENDS = ("<|eom_id|>",)  # end a reply in place of the end-of-turn token (Llama 3.1's end of message)
+
+
 def stop_token_ids(tokenizer: Any) -> list[int]:
-    """Token ids that end a reply: the tokenizer's eos and, for ChatML, `<|im_end|>`."""
+    """Token ids that end a reply: the tokenizer's eos, ChatML's `<|im_end|>`, Llama 3's
+    `<|eot_id|>` and Llama 3.1's `<|eom_id|>` (its generation_config's eos ids, so vLLM stops on
+    it anyway), Gemma's `<end_of_turn>`."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-    for token in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>"):
+    for token in ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", *MESSAGE_ENDS):
         tid = tokenizer.convert_tokens_to_ids(token)
         if isinstance(tid, int) and tid != tokenizer.unk_token_id and tid not in ids:
             ids.append(tid)
@@ -218,12 +231,12 @@ class EpisodeContext:
         the model sampled the template's end-of-turn token itself."""
         seg = self.segments[-1]
         last = self.fmt.tokenizer.convert_ids_to_tokens(reply_ids[-1]) if reply_ids else None
-        stopped = last == self.fmt.eot_text
+        stopped = last in self.fmt.turn_ends
         seg.reply_ids = list(reply_ids)
         seg.end_ids = self.fmt.end_tokens(stopped)
         content = self.fmt.prefill + reply_text
-        if stopped and content.endswith(self.fmt.eot_text):
-            content = content[: -len(self.fmt.eot_text)]
+        if stopped:
+            content = self.fmt.strip_end(content)
         self.messages.append({"role": "assistant", "content": content})
         return seg.end_ids
 

@@ -142,7 +142,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     traj.append(ep.ctx.commit_reply(sample.token_ids, sample.text), 0)
     reply = ep.ctx.fmt.prefill + sample.text
     # The sampled end-of-turn token is not part of the answer ("<answer>Up<|im_end|>" -> "Up").
-    parsed = ep.ctx.parse(reply.removesuffix(ep.ctx.fmt.eot_text), rollout)
+    parsed = ep.ctx.parse(ep.ctx.fmt.strip_end(reply), rollout)
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
                         format_ok=parsed.format_ok, finish_reason=sample.finish_reason,
                         copied_example=None if ep.shown is None else copies(parsed.actions, ep.shown, rollout.action_sep))

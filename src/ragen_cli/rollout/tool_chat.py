@@ -68,8 +68,17 @@ class ToolChatFormat(ChatFormat):
         return f"{instruction.rstrip()}\n\n{self.tools_text}" if self.tools_text else instruction
 
     def _tool_turns_stable(self) -> bool:
-        """Render a tool conversation and check each turn renders the earlier ones as its prefix."""
-        think = f"{self.tags.think[0]} reasons {self.tags.think[1]} " if self.think else ""
+        """Render tool conversations and check each turn renders the earlier ones as its prefix.
+        With thinking on, once with reasoning and once with an empty reasoning block: Qwen3's
+        template keeps a reply's reasoning while it is the last message or non-empty
+        (`loop.last or reasoning_content`), so an empty `<think></think>` before a call
+        disappears once the call's result follows, and RL shortens reasoning until replies
+        carry empty blocks."""
+        opening, closing = self.tags.think
+        thoughts = [f"{opening} reasons {closing} ", f"{opening}{closing}\n"] if self.think else [""]
+        return all(self._stable_with(think) for think in thoughts)
+
+    def _stable_with(self, think: str) -> bool:
         history = self.opening(self.system("s"), "u")
         closing = self.eot_text + self.after_eot
         for reply, result in ((call_text(Call("ragen_probe_tool", {}), self.parser), "r1"), ("done", "r2")):
