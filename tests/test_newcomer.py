@@ -76,3 +76,94 @@ def test_a_missing_module_says_where_it_looked(tmp_path):
     assert done.stderr.splitlines()[1] == (
         f"  ragen.yaml:19:11: env.train.name: env 'corridor:GuessNumberEnv': cannot import module 'corridor': no such module (looked in "
         f"{project} and the installed packages)")
+
+
+# ---------------------------------------------------------------- 2: reward functions are probed
+BROKEN_REWARDS = '''
+
+def boom(prompts, completions, answer, **kwargs):
+    return [1 / 0]
+
+
+def two(prompts, completions, **kwargs):
+    return [1.0, 0.0]
+
+
+def text(prompts, completions, **kwargs):
+    return "1.0"
+'''
+
+
+def _dataset(tmp_path: Path, reward: str = "correct") -> Path:
+    """The dataset template in tmp_path, its `rewards:` naming my_rewards:<reward>."""
+    for f in (TEMPLATES / "dataset").iterdir():
+        shutil.copy(f, tmp_path / f.name)
+    with open(tmp_path / "my_rewards.py", "a") as f:
+        f.write(BROKEN_REWARDS)
+    spec = tmp_path / "ragen.yaml"
+    spec.write_text(spec.read_text().replace("rewards: [my_rewards:correct]   #", f"rewards: [my_rewards:{reward}]   #"))
+    return spec
+
+
+def _probed_row() -> tuple[int, str]:
+    """The row the probe reads: train seed 10000 (the default) -> row perm[10000 mod 160] = perm[80]
+    of the permutation default_rng(shuffle_seed 0) draws (dataset_env.py), and its answer."""
+    import json
+
+    import numpy as np
+
+    row = int(np.random.default_rng(0).permutation(160)[80])
+    lines = (TEMPLATES / "dataset" / "data.jsonl").read_text().splitlines()
+    return row, json.loads(lines[row])["answer"]
+
+
+# `rewards: [my_rewards:...]` is line 22 of the dataset template; its first item starts at column 17.
+# my_rewards.py: the template's 20 lines, then BROKEN_REWARDS: two blank lines, `def boom` on 23, its
+# `return [1 / 0]` on 24.
+@pytest.mark.parametrize("reward, message", [
+    ("boom", "boom raised on row {row} of data.jsonl (episode seed 10000): ZeroDivisionError: division by zero "
+             "(at my_rewards.py:24, in boom)"),
+    ("two", "two must return a list with one value per completion, got [1.0, 0.0] on row {row} of data.jsonl"),
+    ("text", "text must return a list with one value per completion, got '1.0' on row {row} of data.jsonl"),
+])
+@pytest.mark.parametrize("command", [["validate"], ["train", "--dry-run"]])
+def test_a_broken_reward_function_fails_validate_and_the_dry_run(tmp_path, reward, message, command):
+    _dataset(tmp_path, reward)
+    row, answer = _probed_row()
+    done = ragen([command[0], "ragen.yaml", *command[1:]], cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.splitlines() == [
+        "1 problem in the run spec:",
+        f"  ragen.yaml:22:17: env.train.config.rewards[0]: {message.format(row=row)} "
+        f"[probed with the action '{answer}'; --no-probe skips the probe]",
+    ]
+    skipped = ragen([command[0], "ragen.yaml", *command[1:], "--no-probe"], cwd=tmp_path)
+    assert skipped.returncode == 0, skipped.stderr
+
+
+# ---------------------------------------------------------------- 4: errors at the field they concern
+# dataset template lines: 21 `path: data.jsonl` (value at column 13), 22 `rewards: [...]` (first item
+# at column 17), 23 `system_prompt: ...` (column 7 is the key; replaced below)
+@pytest.mark.parametrize("edit, sets, line", [
+    (("rewards: [my_rewards:correct]", "rewards: [my_rewards:corect] "), [],
+     "ragen.yaml:22:17: env.train.config.rewards[0]: env 'dataset': reward function 'my_rewards:corect': module "
+     "'my_rewards' has no attribute 'corect' ({dir}/my_rewards.py); did you mean 'correct'?"),
+    (("path: data.jsonl ", "path: dat.jsonl  "), [],
+     "ragen.yaml:21:13: env.train.config.path: env 'dataset': no such data file or folder: dat.jsonl (relative "
+     "paths start at {dir})"),
+    (("system_prompt: \"Add the numbers.\"\n    groups", "prompt_field: question\n    groups"), [],
+     "ragen.yaml:23:21: env.train.config.prompt_field: env 'dataset': data.jsonl: no column 'question' "
+     "(prompt_field); columns: answer, prompt"),
+    (None, ["--set", "env.train.config.path=nope.jsonl"],
+     "--set env.train.config.path=nope.jsonl: env.train.config.path: env 'dataset': no such data file or folder: "
+     "nope.jsonl (relative paths start at {dir})"),
+])
+def test_dataset_errors_point_at_their_field(tmp_path, edit, sets, line):
+    spec = _dataset(tmp_path)
+    if edit:
+        text = spec.read_text()
+        assert edit[0] in text
+        spec.write_text(text.replace(edit[0], edit[1], 1))
+    done = ragen(["validate", "ragen.yaml", *sets], cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == ["1 problem in the run spec:", "  " + line.format(dir=tmp_path)]

@@ -16,9 +16,11 @@ def validate(
     spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
     set_: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a value: --set train.steps=10 (repeatable)."),
     schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of run specs and exit."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not run the spec's own code (env, reward functions) once on a sample."),
 ) -> None:
-    """Check a run spec without running it: every problem, with file:line:col and key path; for
-    a valid one, a summary and a warning for each setting with no effect in its Plan."""
+    """Check a run spec without training: every problem, with file:line:col and key path; for
+    a valid one, a summary and a warning for each setting with no effect in its Plan. Each env
+    that runs your code (a module:Class env, reward functions) is run once on a sample first."""
     if schema:
         from ragen_cli.spec.models import RunSpec
 
@@ -27,7 +29,7 @@ def validate(
     if spec is None:
         typer.echo("ragen validate: give a SPEC file (or --schema).", err=True)
         raise typer.Exit(SPEC_EXIT)
-    loaded = load_or_exit(spec, set_)
+    loaded = load_or_exit(spec, set_, probe=not no_probe)
     typer.echo(summary(loaded))
     typer.echo(provenance_line(loaded))
     for item in inert_warnings(loaded.spec):

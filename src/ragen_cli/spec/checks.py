@@ -269,11 +269,21 @@ def check_refs(spec: RunSpec) -> Found:
 
 def _env_key(prefix: str, config: dict, message: str) -> str:
     """Where an env problem belongs: the config key the message names (the first word after the
-    env's name, "env 'bandit': high_arm_prob must be ...", or quoted, "unknown key 'x'"), else
-    the env's `name`."""
+    env's name, "env 'bandit': high_arm_prob must be ...", quoted, "unknown key 'x'", or in
+    brackets, "(prompt_field)"), else the key whose text value the message quotes (a data file's
+    path, `rewards[1]`'s function), else the env's `name`."""
     text = message.split(": ", 1)[-1]
-    named = [k for k in config if re.match(rf"{re.escape(str(k))}\b", text) or f"'{k}'" in text]
-    return f"{prefix}.config.{named[0]}" if named else f"{prefix}.name"
+    named = [k for k in config if re.match(rf"{re.escape(str(k))}\b", text) or f"'{k}'" in text or f"({k})" in text]
+    if named:
+        return f"{prefix}.config.{named[0]}"
+    if re.match(r"\w+ is required", text):  # a key the config lacks: the config mapping itself
+        return f"{prefix}.config"
+    for key, value in config.items():
+        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for i, item in items:
+            if isinstance(item, str) and item and (f"'{item}'" in text or f" {item} " in f" {text} " or f"{item}:" in text):
+                return f"{prefix}.config.{key}" + (f"[{i}]" if i is not None else "")
+    return f"{prefix}.name"
 
 
 # What the checks above enforce, one line each (docs/spec.md lists these).

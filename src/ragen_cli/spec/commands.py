@@ -31,13 +31,14 @@ def templates_dir(name: str = "guess") -> Path:
     return Path(__file__).resolve().parents[1] / "templates" / name
 
 
-def load_or_exit(spec: Path, overrides: List[str]) -> LoadedSpec:
-    """Load and validate, or print every problem to stderr and exit 2."""
+def load_or_exit(spec: Path, overrides: List[str], probe: bool = False) -> LoadedSpec:
+    """Load and validate (`probe`: and run the user's env code once), or print every problem to
+    stderr and exit 2."""
     from ragen_cli.spec.errors import SpecError
     from ragen_cli.spec.loader import load
 
     try:
-        return load(spec, overrides)
+        return load(spec, overrides, probe=probe)
     except SpecError as exc:
         typer.echo(exc.render(), err=True)
         raise typer.Exit(SPEC_EXIT) from None

@@ -152,8 +152,9 @@ def _read(path: Path) -> tuple[str | None, Problem | None]:
                              "a binary file?); save the spec as UTF-8")
 
 
-def load(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
-    """Load, override, apply the preset and validate; raise `SpecError` listing all problems."""
+def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False) -> LoadedSpec:
+    """Load, override, apply the preset and validate; raise `SpecError` listing all problems.
+    `probe`: also run each env that runs the user's code once (`probe_problems`)."""
     file = str(path)
     text, problem = _read(Path(path))
     if problem:
@@ -185,9 +186,29 @@ def load(path: str | Path, overrides: Sequence[str] = ()) -> LoadedSpec:
     if spec is not None and not problems:
         for key, message in cross_field_problems(spec):
             problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
+    if spec is not None and not problems and probe:
+        for key, message in probe_problems(spec):
+            problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
     if problems:
         raise SpecError(sorted(problems, key=_order))
     return LoadedSpec(spec, file, _provenance(spec, preset, located.data, parsed))
+
+
+def probe_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """envs/probe.py on the train env and each validation env (each distinct one once), at its
+    first seed: [(key path, message)]."""
+    from ragen_cli.envs.probe import probe_env
+
+    refs = [("env.train", spec.env.train, spec.env.train.seed)]
+    refs += [(f"env.val.envs[{i}]", ref, spec.env.val.seed) for i, ref in enumerate(spec.env.val.envs)]
+    out, seen = [], set()
+    for prefix, ref, seed in refs:
+        ident = (ref.name, repr(sorted(dict(ref.config).items())), seed)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        out += [(f"{prefix}.{key}", message) for key, message in probe_env(ref.name, dict(ref.config), seed)]
+    return out
 
 
 def _provenance(spec: RunSpec, preset: str | None, file_data: dict, parsed: list[Override]) -> dict[str, Source]:

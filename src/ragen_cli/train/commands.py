@@ -29,16 +29,18 @@ def train(
     verbose: bool = typer.Option(False, "--verbose", "-v",
                                  help="Show the engines' logs (vLLM, progress bars, library warnings) here; "
                                       "without it they go to RUN_DIR/engine.log."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Do not run the spec's own code (env, reward functions) "
+                                                            "once on a sample before starting."),
 ) -> None:
     """Train a policy with StarPO / StarPO-S as the spec says; Ctrl-C saves a checkpoint and exits."""
     from ragen_cli.quiet import env_restored
 
     with env_restored():  # the quiet settings last as long as the command (a test runs it in-process)
-        _train(spec, dry_run, json_, set_, resume, verbose, warm_start_only)
+        _train(spec, dry_run, json_, set_, resume, verbose, warm_start_only, probe=not no_probe)
 
 
 def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], resume: Optional[Path],
-           verbose: bool, warm_start_only: bool = False) -> None:
+           verbose: bool, warm_start_only: bool = False, probe: bool = True) -> None:
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.spec.commands import load_or_exit
 
@@ -57,7 +59,7 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
         typer.echo("ragen train: --json prints the plan and needs --dry-run (nothing was started).", err=True)
         raise typer.Exit(2)
     source = spec if resume is None else _resume_spec(resume)
-    loaded = load_or_exit(source, set_)
+    loaded = load_or_exit(source, set_, probe=probe and resume is None)
     if warm_start_only and loaded.spec.warm_start is None:
         typer.echo("ragen train: --warm-start-only, but the spec has no warm_start section.", err=True)
         raise typer.Exit(2)

@@ -6,7 +6,7 @@
         config:
           path: data/train.jsonl          # .jsonl / .json lines, .csv, .parquet, or a `datasets.save_to_disk` folder
           prompt_field: prompt
-          rewards: [my_rewards:correct]   # module:function, imported from the directory ragen runs in
+          rewards: [my_rewards:correct]   # module:function, imported from the spec's folder (then where ragen runs)
       val:
         envs: [{name: dataset, config: {path: data/val.jsonl, rewards: [my_rewards:correct]}}]
 
@@ -87,7 +87,12 @@ class DatasetConfig:
 
 
 class RewardFunctionError(EnvFailure):
-    """A user's reward or feedback function raised or returned something unusable."""
+    """A user's reward or feedback function raised or returned something unusable; `function`
+    names it (its function part, or "feedback")."""
+
+    def __init__(self, message: str, function: str = ""):
+        super().__init__(message)
+        self.function = function
 
 
 _ROWS: dict[tuple[str, str | None, float], list[dict]] = {}
@@ -193,7 +198,7 @@ class DatasetEnv(TextEnv):
         except Exception as err:
             raise RewardFunctionError(
                 f"{name} raised on row {self.row_index} of {self.config.path} (episode seed {self.episode_seed}): "
-                f"{type(err).__name__}: {err}") from err
+                f"{type(err).__name__}: {err}", name) from err
 
     def _step(self, action: str) -> tuple[float, bool, dict]:
         prompt = str(self.row[self.config.prompt_field])
@@ -204,12 +209,12 @@ class DatasetEnv(TextEnv):
             out = self._call(name, fn, [prompt], [action], **{k: [v] for k, v in columns.items()})
             if not isinstance(out, (list, tuple)) or len(out) != 1:
                 raise RewardFunctionError(f"{name} must return a list with one value per completion, got "
-                                          f"{out!r:.80} on row {self.row_index} of {self.config.path}")
+                                          f"{out!r:.80} on row {self.row_index} of {self.config.path}", name)
             value = out[0]
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
                     raise RewardFunctionError(f"{name} returned {value!r:.40} (not a finite number or None) on row "
-                                              f"{self.row_index} of {self.config.path}")
+                                              f"{self.row_index} of {self.config.path}", name)
                 reward += weight * float(value)
             values[name] = None if value is None else float(value)
         self.total += reward
@@ -226,6 +231,12 @@ class DatasetEnv(TextEnv):
 
     def _render(self) -> str:
         return self.text
+
+    def probe_completion(self) -> str:
+        """A plausible completion for `ragen validate`'s probe (envs/probe.py): the row's `answer`
+        column as text where it has one, else "42"."""
+        answer = self.row.get("answer")
+        return "42" if answer is None else str(answer)
 
     def _success(self) -> bool:
         return self.total >= self.config.success_threshold
