@@ -167,3 +167,31 @@ def test_dataset_errors_point_at_their_field(tmp_path, edit, sets, line):
     done = ragen(["validate", "ragen.yaml", *sets], cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.splitlines() == ["1 problem in the run spec:", "  " + line.format(dir=tmp_path)]
+
+
+# ---------------------------------------------------------------- 3: no tracebacks from `ragen envs`
+def test_envs_show_refuses_a_negative_seed_without_a_traceback():
+    result = runner.invoke(app, ["envs", "show", "bandit", "--seed", "-1"])
+    assert result.exit_code == 2
+    assert "Invalid value for '--seed' / '-s': Input should be greater than or equal to" in result.output
+    assert isinstance(result.exception, SystemExit)  # a usage error, not gymnasium's seeding error
+
+
+def test_envs_play_with_a_raising_reward_is_one_line(tmp_path, monkeypatch):
+    """`ragen envs play dataset` on the template's data with a reward that divides by zero: the
+    first answer ends the command with the reward's own message and line, exit 1."""
+    shutil.copy(TEMPLATES / "dataset" / "data.jsonl", tmp_path / "data.jsonl")
+    (tmp_path / "play_boom_rewards.py").write_text("def boom(prompts, completions, **kw):\n    return [1 / 0]\n")
+    monkeypatch.chdir(tmp_path)
+    # seed 0 reads row perm[0 mod 160] of default_rng(0).permutation(160) (dataset_env.py)
+    import numpy as np
+
+    row = int(np.random.default_rng(0).permutation(160)[0])
+    try:
+        result = runner.invoke(app, ["envs", "play", "dataset", "--set", "path=data.jsonl",
+                                     "--set", "rewards=[play_boom_rewards:boom]"], input="9\n")
+    finally:
+        sys.modules.pop("play_boom_rewards", None)
+    assert result.exit_code == 1
+    assert result.stderr == (f"ragen envs: boom raised on row {row} of data.jsonl (episode seed 0): ZeroDivisionError: "
+                             "division by zero (at play_boom_rewards.py:2, in boom)\n")

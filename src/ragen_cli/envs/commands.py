@@ -7,7 +7,7 @@ import typer
 
 app = typer.Typer(help="List, show and play environments.", no_args_is_help=False)
 
-SEED_OPT = typer.Option(0, "--seed", "-s", help="Seed of the initial state.")
+SEED_OPT = typer.Option(0, "--seed", "-s", min=0, help="Seed of the initial state (0 or more).")
 SET_OPT = typer.Option([], "--set", help="Env config override key=value (YAML value); repeatable.")
 
 
@@ -30,11 +30,29 @@ def parse_sets(items: list[str]) -> dict:
 def _make(name: str, sets: list[str]):
     from ragen_cli.envs.registry import make_env
 
+    config = parse_sets(sets)
     try:
-        return make_env(name, parse_sets(sets))
+        return make_env(name, config)
     except ValueError as err:
         typer.echo(f"ragen envs: {err}", err=True)
         raise typer.Exit(2) from None
+    except Exception:  # a user's env class failing in __init__
+        return _run_user_code(make_env, name, config)
+
+
+def _run_user_code(what, *args):
+    """`what(*args)`; an env or a user's function that fails ends the command with one line (the
+    error and the user's own frame), exit 1, not a traceback."""
+    from ragen_cli.envs.base import EnvFailure
+    from ragen_cli.envs.probe import user_frame
+
+    try:
+        return what(*args)
+    except Exception as err:  # a user's env, reward or feedback function may raise anything
+        text = str(err) if isinstance(err, EnvFailure) else f"{type(err).__name__}: {err}"
+        where = user_frame(err)
+        typer.echo(f"ragen envs: {text}" + (f" (at {where})" if where else ""), err=True)
+        raise typer.Exit(1) from None
 
 
 def _yaml_value(value) -> str:
@@ -68,7 +86,7 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
          seed: int = SEED_OPT, sets: list[str] = SET_OPT) -> None:
     """Print the instruction and the initial state for a seed."""
     env = _make(name, sets)
-    obs, _ = env.reset(seed=seed)
+    obs, _ = _run_user_code(env.reset, seed)
     from ragen_cli.envs.config import config_fields
 
     typer.echo(f"== {env.name} (seed {seed}, {env.max_actions} actions) ==")
@@ -90,7 +108,7 @@ def play(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     import sys
 
     env = _make(name, sets)
-    obs, _ = env.reset(seed=seed)
+    obs, _ = _run_user_code(env.reset, seed)
     typer.echo(env.instruction())
     typer.echo(f"\n{obs}")
     total = 0.0
@@ -100,7 +118,7 @@ def play(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
         if not line or line.strip() == ":q":
             typer.echo("\nquit")
             break
-        obs, reward, terminated, truncated, info = env.step(line.rstrip("\n"))
+        obs, reward, terminated, truncated, info = _run_user_code(env.step, line.rstrip("\n"))
         total += reward
         flag = "" if info["action_is_valid"] else "  [invalid action]"
         typer.echo(f"\n{obs}\nreward {reward:g} (total {total:g}){flag}")
