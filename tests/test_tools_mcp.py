@@ -1,7 +1,8 @@
 """MCP servers as tools through the real `mcp` SDK (2.x): a stdio server the test starts
 (tests/mcp_tool_server.py, the SDK's MCPServer), its tools listed into schemas, called with the
-model's arguments, error results, timeouts, and a server that dies: restarted once, then
-`ToolServerError` names it; and the same server over Streamable HTTP, reached by its URL."""
+model's arguments, error results, timeouts, and a server that dies: restarted, and when it dies
+again before answering a call `ToolServerError` names it; and the same server over Streamable
+HTTP, reached by its URL. Servers that fail without dying: tests/test_tools_mcp_failures.py."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def test_an_mcp_server_s_tools_are_listed_called_and_fail_softly(project):
         stop_all()
 
 
-def test_a_server_that_dies_is_restarted_once_then_the_run_stops_naming_it(project):
+def test_a_server_that_dies_is_restarted_and_stops_the_run_when_it_dies_again_before_answering(project):
     from ragen_cli.envs.base import EnvFailure
     from ragen_cli.envs.registry import make_env
     from ragen_cli.envs.tools.mcp_server import ToolServerError, stop_all
@@ -87,11 +88,17 @@ def test_a_server_that_dies_is_restarted_once_then_the_run_stops_naming_it(proje
         assert len(starts.read_text().split()) == 2  # started, died, started again
         env.step(call("lookup", key="apple"))
         assert env.chat_messages()[0]["content"] == "3"  # the restarted server answers
+        # an answered call resets the count: dying now and then over a long run is survived
+        env.step(call("crash"))
+        assert env.chat_messages()[0]["content"].endswith("the server was restarted")
+        assert len(starts.read_text().split()) == 3
+        # dying again before answering any call since its restart stops the run
         with pytest.raises(ToolServerError) as err:
             env.step(call("crash"))
         assert isinstance(err.value, EnvFailure)  # the training loop saves its last step and stops on it
-        assert f"MCP server `{' '.join(command)}` died again after its one restart" in str(err.value)
-        assert len(starts.read_text().split()) == 2
+        assert f"MCP server `{' '.join(command)}` died again after its one restart, before answering a call" \
+            in str(err.value)
+        assert len(starts.read_text().split()) == 3
     finally:
         stop_all()
 
@@ -118,7 +125,7 @@ def _http_server(port: int) -> subprocess.Popen:
     raise AssertionError("the HTTP test server did not listen within 120 s")
 
 
-def test_a_server_at_a_url_is_connected_to_not_started_and_reconnected_once(project):
+def test_a_server_at_a_url_is_connected_to_not_started_and_reconnected(project):
     from ragen_cli.envs.registry import make_env
     from ragen_cli.envs.tools.mcp_server import ToolServerError, stop_all
 
@@ -143,10 +150,11 @@ def test_a_server_at_a_url_is_connected_to_not_started_and_reconnected_once(proj
         assert result["content"].endswith("the server was connected to again")
         env.step(call("multiply", a=7, b=6))
         assert env.chat_messages()[0]["content"] == "42"
-        # gone again: the run stops, naming the URL
+        # gone for good: connecting again fails, and the run stops, naming the URL
         proc.kill()
         proc.wait()
-        with pytest.raises(ToolServerError, match=f"MCP server `{url}` died again after its one reconnect"):
+        with pytest.raises(ToolServerError, match=f"MCP server `{url}` did not start: ConnectError.*"
+                                                  r"\(restarting it after: MCP server failed during the call to multiply"):
             env.step(call("multiply", a=1, b=2))
     finally:
         proc.kill()

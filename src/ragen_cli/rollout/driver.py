@@ -13,7 +13,11 @@ Rules (as RAGEN's reference code):
 3. Before each turn, if the sequence the trainer will read plus `max_tokens_per_turn` would
    exceed `max_context`, the episode ends there (truncated, overflow); it never crashes. That
    sequence is the full trajectory, or with per-turn rows (`per_turn_rows`) the turn's own prompt.
-4. With `context_window=w`, the sampler sees the first message plus the last w turns, while
+4. The envs of a turn step one after another, or, for an env whose config has
+   `max_concurrent_calls` (the tools env), that many at once in threads: a turn's tool calls wait
+   for the slowest, not for their sum. Only the env steps and each episode's own records run in
+   the threads; the tokenizer and the contexts are used before, in order.
+5. With `context_window=w`, the sampler sees the first message plus the last w turns, while
    the trajectory keeps the full history and records each turn's windowed prompt
    (`turn_prompts`) and reply span (`turn_start`..`turn_end`). With `update_context: full` the
    trainer reads the full history, so its first ratio on later turns is
@@ -24,6 +28,7 @@ Rules (as RAGEN's reference code):
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +74,8 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
             for copy in range(group_size):
                 env = make_env(env_ref.name, dict(env_ref.config))
                 envs.append(env)
+                if hasattr(env, "use_tokenizer"):  # a tool env counts its results' tokens with it
+                    env.use_tokenizer(tokenizer)
                 obs, info = env.reset(seed=seed)
                 ctx = episode_context(env, tokenizer, rollout, fmt)  # a tool env's own (rollout/tool_chat.py)
                 traj = Trajectory(group=group, seed=seed, env_name=env_ref.name, info=dict(info))
@@ -84,8 +91,15 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
                 from ragen_cli.rollout.demos import policy_sample
 
                 samples = [policy_sample(policy, ep.env, ep.obs, turn, ep.ctx.fmt, rollout) for ep in live]
-            for ep, sample in zip(live, samples):
-                _close_turn(ep, sample, rollout, tokenizer)
+            replies = [_read_reply(ep, sample, rollout, tokenizer) for ep, sample in zip(live, samples)]
+            workers = getattr(live[0].env.config, "max_concurrent_calls", 1)
+            if workers > 1 and len(live) > 1:  # rule 4
+                with ThreadPoolExecutor(min(workers, len(live)), thread_name_prefix="ragen-env") as pool:
+                    list(pool.map(_act, live, replies, [rollout] * len(live)))
+            else:
+                for ep, reply in zip(live, replies):
+                    _act(ep, reply, rollout)
+            for ep in live:
                 ep.done = ep.done or turn == rollout.max_turns
     finally:  # an env may hold a process, a server session or a file (the adapters): release it
         for env in envs:
@@ -128,8 +142,9 @@ def _open_turn(ep: _Episode, turn: int, rollout, max_context: int) -> bool:
     return True
 
 
-def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
-    """Record the sampled reply, run its actions, record the turn."""
+def _read_reply(ep: _Episode, sample: Sample, rollout, tokenizer) -> tuple[TurnRecord, list[str], int, int]:
+    """Record the sampled reply's tokens and parse it -> (the turn's record, its actions, the
+    reply's last position, its length)."""
     traj = ep.traj
     traj.append(sample.token_ids, 1, sample.logprobs)
     turn_end = len(traj.input_ids) - 1
@@ -146,8 +161,15 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
     record = TurnRecord(obs=ep.obs, reply=reply, actions=parsed.actions, reward=0.0,
                         format_ok=parsed.format_ok, finish_reason=sample.finish_reason,
                         copied_example=None if ep.shown is None else copies(parsed.actions, ep.shown, rollout.action_sep))
-    reward = 0.0 if parsed.format_ok else rollout.format_penalty
-    for action in parsed.actions:
+    return record, parsed.actions, turn_end, n
+
+
+def _act(ep: _Episode, reply: tuple[TurnRecord, list[str], int, int], rollout) -> None:
+    """Run the reply's actions in the env and record the turn (touches this episode alone)."""
+    record, actions, turn_end, n = reply
+    traj = ep.traj
+    reward = 0.0 if record.format_ok else rollout.format_penalty
+    for action in actions:
         obs, r, terminated, truncated, info = ep.env.step(action)
         reward += r
         traj.task_reward += r - float(info.get("shaping", 0.0))
@@ -163,7 +185,7 @@ def _close_turn(ep: _Episode, sample: Sample, rollout, tokenizer) -> None:
             ep.done = True
             ep.terminated = bool(terminated)
             break
-    if parsed.format_ok and record.valid < record.executed:
+    if record.format_ok and record.valid < record.executed:
         # As the reference: the format penalty also falls on a turn with any invalid action,
         # else well-formed nonsense (reward 0) beats an unparsable reply (the penalty).
         reward += rollout.format_penalty

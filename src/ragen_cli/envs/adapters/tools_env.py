@@ -12,6 +12,8 @@ reward functions at the final answer (`env.train.name: tools`; docs/tools.md).
           parser: hermes                    # hermes (<tool_call>{json}</tool_call>) or llama3 (JSON)
           timeout_s: 10
           max_actions: 4                    # replies per episode: tool rounds and the final answer
+          max_calls_per_turn: 8             # the limits: docs/tools.md, "Limits"
+          max_result_tokens: 1024
 
 An episode: the first observation is the row's prompt (a `user` message); each reply is parsed in
 the parser's format. A reply with calls runs them (`tools/toolset.py`) and the results come back as
@@ -23,6 +25,14 @@ message, and the driver adds the format penalty. A tool that raises or runs past
 an error result and the episode goes on. Using up `max_actions` without a final answer ends the
 episode with reward 0.
 
+Limits (docs/tools.md, "Limits"): a reply's first `max_calls_per_turn` calls run; the rest are not
+run, and one more `tool` message says so (an invalid action: counted as invalid calls, the format
+penalty). A turn's results share `max_result_tokens` tokens, counted with the run's tokenizer
+(`use_tokenizer`, called by the driver), cut on `result_truncate_side` (`tools/limits.py`). The
+driver steps up to `max_concurrent_calls` episodes of a turn at once (their calls run
+concurrently; a reply's own calls run in order); the final answers' reward functions run one at a
+time.
+
 The driver sees this env through two calls besides the text-env protocol: `tool_schemas()` (the
 chat template's `tools=`) and `chat_messages()` (the messages the last reset or step added);
 `rollout/tool_chat.py` builds the episode's context from them. `info["tool_stats"]` holds the episode's
@@ -33,6 +43,7 @@ reply, whose name and arguments are None), which the rollout keeps in the turn's
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +64,16 @@ class ToolsConfig(DatasetConfig):
     """Time limit of one tool call; past it the model gets an error result."""
     start_timeout_s: float = 120.0
     """How long an MCP server may take to start and list its tools (a Python server imports the SDK first)."""
-    max_result_chars: int = 2000
-    """Longer tool results are cut to this many characters."""
+    max_calls_per_turn: int = 8
+    """Calls of one reply that run; the rest are not run, and the reply is an invalid action (one error message says so)."""
+    max_result_tokens: int = 1024
+    """Tokens of tool results per turn (all of a reply's results together, counted with the run's tokenizer); longer results are cut."""
+    result_truncate_side: str = "middle"
+    """What a cut result keeps, as verl's tool_response_truncate_side: left (its start), right (its end) or middle (both ends)."""
+    max_concurrent_calls: int = 8
+    """Episodes of a turn whose tool calls run at once (and the Python tools' worker threads)."""
+    max_result_chars: int | None = None
+    """Removed: results are limited in tokens per turn (max_result_tokens); setting it is an error."""
     system_prompt: str = "Answer the question. Use the tools when they help, then give the final answer without a tool call."
     """The system message (templates without tool support also get the tools and the call format after it)."""
     max_actions: int = 4
@@ -63,6 +82,7 @@ class ToolsConfig(DatasetConfig):
     def __post_init__(self) -> None:
         from ragen_cli.envs.tools.formats import check_parser
         from ragen_cli.envs.tools.functions import load_py_tool
+        from ragen_cli.envs.tools.limits import SIDES
         from ragen_cli.envs.tools.mcp_server import is_url, server_argv, server_url
 
         check_parser(self.parser)
@@ -70,8 +90,15 @@ class ToolsConfig(DatasetConfig):
             raise ValueError("tools or mcp_servers is required: at least one module:function or MCP server (command or URL)")
         if self.feedback:
             raise ValueError("feedback is the dataset adapter's; a tools episode continues through its tool calls")
-        if not self.timeout_s > 0 or not self.start_timeout_s > 0 or self.max_result_chars < 1 or self.max_actions < 1:
-            raise ValueError("timeout_s, start_timeout_s, max_result_chars and max_actions must be positive")
+        if self.max_result_chars is not None:
+            raise ValueError("max_result_chars was removed: tool results are limited in tokens per turn; set "
+                             "max_result_tokens (e.g. 1024) and result_truncate_side instead (docs/tools.md)")
+        if self.result_truncate_side not in SIDES:
+            raise ValueError(f"result_truncate_side must be one of {', '.join(SIDES)}, got {self.result_truncate_side!r}")
+        if not self.timeout_s > 0 or not self.start_timeout_s > 0 or min(
+                self.max_actions, self.max_calls_per_turn, self.max_result_tokens, self.max_concurrent_calls) < 1:
+            raise ValueError("timeout_s, start_timeout_s, max_actions, max_calls_per_turn, max_result_tokens and "
+                             "max_concurrent_calls must be positive")
         budget, self.max_actions = self.max_actions, 1  # the dataset checks allow several answers only with feedback
         try:
             super().__post_init__()
@@ -87,18 +114,30 @@ def _zero_stats() -> dict[str, Any]:
     return {"calls": 0, "invalid": 0, "errors": 0, "per_tool": {}}
 
 
+_REWARDS = threading.Lock()  # the driver steps episodes concurrently; a user's reward functions run one at a time
+
+
 class ToolsEnv(DatasetEnv):
     name = "tools"
     description = "Prompts from a data file, tools (Python functions, MCP servers) called in the model's own format, rewards at the final answer."
     config_class = ToolsConfig
 
     def __init__(self, config: Any = None):
+        from ragen_cli.envs.tools.limits import Chars
         from ragen_cli.envs.tools.toolset import toolset
 
         super().__init__(config)
-        self.toolset = toolset(self.config.tools, self.config.mcp_servers, self.config.start_timeout_s)
+        c = self.config
+        self.toolset = toolset(c.tools, c.mcp_servers, c.start_timeout_s, c.max_concurrent_calls)
         self.messages: list[dict] = []
         self.stats = _zero_stats()
+        self.counter: Any = Chars()  # tokens of the results: the run's tokenizer once `use_tokenizer` gave it
+
+    def use_tokenizer(self, tokenizer: Any) -> None:
+        """Count the results' tokens with the run's tokenizer (the driver calls this)."""
+        from ragen_cli.envs.tools.limits import Tokens
+
+        self.counter = Tokens(tokenizer)
 
     def tool_schemas(self) -> list[dict]:
         """The tools' JSON schemas, in the order of the config (Python tools, then MCP servers')."""
@@ -134,17 +173,33 @@ class ToolsEnv(DatasetEnv):
                                 "tool_calls": called}
         if not calls:  # the final answer
             self.messages = []
-            reward, terminated, info = super()._step(action.strip())
+            with _REWARDS:
+                reward, terminated, info = super()._step(action.strip())
             return reward, terminated, {**info, "tool_stats": self._stats()}
+        return 0.0, False, self._run(calls)
+
+    def _run(self, calls: list) -> dict:
+        """Run a reply's calls (the first `max_calls_per_turn`), results cut to the turn's tokens."""
+        from ragen_cli.envs.tools.limits import fit_results
+
+        c = self.config
+        ran, extra = calls[:c.max_calls_per_turn], len(calls) - c.max_calls_per_turn
+        results = [self.toolset.call(call, c.timeout_s) for call in ran]
+        texts = fit_results([text for text, _ in results], c.max_result_tokens, c.result_truncate_side, self.counter)
         self.messages, called = [], []
-        for call in calls:
-            text, failed = self.toolset.call(call, c.timeout_s, c.max_result_chars)
+        for call, text, (_, failed) in zip(ran, texts, results):
             self.stats["calls"] += 1
             self.stats["errors"] += failed
             self.stats["per_tool"][call.name] = self.stats["per_tool"].get(call.name, 0) + 1
             self.messages.append({"role": "tool", "name": call.name, "content": text})
             called.append({"name": call.name, "arguments": call.arguments, "result": text,
                            "status": "error" if failed else "ok"})
+        if extra > 0:
+            note = (f"Error: {len(calls)} calls in one reply; only the first {c.max_calls_per_turn} ran "
+                    f"(max_calls_per_turn), the other {extra} were not run")
+            self.stats["invalid"] += extra
+            self.messages.append({"role": "tool", "content": note})
+            called.append({"name": None, "arguments": None, "result": note, "status": "invalid"})
         self.text = "\n".join(m["content"] for m in self.messages)
-        return 0.0, False, {"action_is_valid": True, "action_is_effective": True, "tool_stats": self._stats(),
-                            "tool_calls": called}
+        return {"action_is_valid": extra <= 0, "action_is_effective": True, "tool_stats": self._stats(),
+                "tool_calls": called}

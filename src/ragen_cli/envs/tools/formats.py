@@ -13,7 +13,11 @@ that tag) is a final answer.
 A reply with no call is a final answer. A reply that tries a call and gets it wrong (JSON that
 does not parse, no `name`, arguments that are not an object) raises `ToolCallError`, whose message
 goes back to the model; the env counts it as an invalid action. Nothing here evaluates model text:
-calls are read with `json.loads` only.
+calls are read with `json.loads` only, and whatever `json` raises on a reply becomes a
+`ToolCallError` too: the `RecursionError` of a call nested about 1,000 brackets deep, the
+`ValueError` of an integer over 4,300 digits (Python's int-string limit). A call that parses but
+nests deeper than `MAX_DEPTH` levels is refused as well, so nothing later (the schema check, a
+tool, the trajectory's `json.dumps`) meets a depth near the recursion limit.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PARSERS = ("hermes", "llama3")
+MAX_DEPTH = 64  # nesting levels of one call (the call object itself is level 1)
 
 
 class ToolCallError(ValueError):
@@ -42,6 +47,27 @@ def check_parser(name: str) -> None:
         raise ValueError(f"parser must be one of {', '.join(PARSERS)}, got {name!r}")
 
 
+def depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value (a scalar 0, `[]` 1, `{"a": [1]}` 2), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((v, level) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _unreadable(err: BaseException) -> str:
+    """Why `json` refused a text: its own message, or the exception's type for the rest."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"{err.msg} at character {err.pos}"
+    if isinstance(err, RecursionError):
+        return "nested too deep to read"
+    return f"{type(err).__name__}: {str(err).split(':')[0]}"  # the int limit's advice to call Python is not the model's
+
+
 def _call(obj: Any, args_keys: tuple[str, ...], where: str) -> Call:
     if not isinstance(obj, dict):
         raise ToolCallError(f"{where} is not a JSON object")
@@ -53,18 +79,20 @@ def _call(obj: Any, args_keys: tuple[str, ...], where: str) -> Call:
     if isinstance(arguments, str):  # some models write the arguments as a JSON string, as OpenAI's API does
         try:
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
+        except Exception:  # noqa: BLE001 - whatever json raises on model text (module docstring)
             raise ToolCallError(f'the "{key}" of {where} is a string that is not a JSON object') from None
     if not isinstance(arguments, dict):
         raise ToolCallError(f'the "{key}" of {where} is not a JSON object')
+    if depth(arguments) + 1 > MAX_DEPTH:
+        raise ToolCallError(f"{where} is nested more than {MAX_DEPTH} levels deep")
     return Call(name, arguments)
 
 
 def _json(text: str, where: str) -> Any:
     try:
         return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ToolCallError(f"{where} is not valid JSON ({err.msg} at character {err.pos})") from None
+    except Exception as err:  # noqa: BLE001 - JSONDecodeError, RecursionError, the int-digit ValueError
+        raise ToolCallError(f"{where} is not valid JSON ({_unreadable(err)})") from None
 
 
 def parse_hermes(text: str) -> list[Call]:
@@ -93,8 +121,8 @@ def parse_llama3(text: str) -> list[Call]:
         where = f"tool call {len(calls) + 1}"
         try:
             obj, pos = decoder.raw_decode(body, pos)
-        except json.JSONDecodeError as err:
-            raise ToolCallError(f"{where} is not valid JSON ({err.msg} at character {err.pos})") from None
+        except Exception as err:  # noqa: BLE001 - as _json
+            raise ToolCallError(f"{where} is not valid JSON ({_unreadable(err)})") from None
         calls.append(_call(obj, ("parameters", "arguments"), where))
         rest = body[pos:].lstrip()
         if not rest:

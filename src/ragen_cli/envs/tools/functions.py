@@ -4,14 +4,20 @@ from the function's type hints and Google-style docstring through transformers'
 `get_json_schema` (the schema `apply_chat_template(tools=[fn])` renders); a function it cannot
 describe (no docstring, an argument without a type hint or a description) is a spec error.
 
-A call runs in a daemon thread with a time limit: past `timeout_s` the model gets an error result
-and the episode goes on; the thread is left to finish on its own (Python cannot stop a thread), so a
-tool that can hang should be an MCP server, whose process ragen controls.
+Calls run in a `ToolPool`: at most `workers` daemon threads (the env's `max_concurrent_calls`),
+each call with a time limit. Past `timeout_s` the model gets an error result and the episode goes
+on; the call keeps its thread until it returns (Python cannot stop a thread), so threads never
+outnumber the workers, and while every worker holds a call that timed out, further calls fail at
+once (`ToolBusy`) instead of queueing behind them. A tool that can hang belongs in an MCP server,
+whose process ragen controls. A tool's `SystemExit` is raised back to the caller like any error
+(the toolset turns it into an error result), never in the rollout thread.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +26,10 @@ from ragen_cli.envs.base import import_ref
 
 class ToolTimeout(TimeoutError):
     """A tool ran past its time limit."""
+
+
+class ToolBusy(RuntimeError):
+    """Every worker of the pool holds a call that timed out and has not returned."""
 
 
 @dataclass(frozen=True)
@@ -48,21 +58,51 @@ def load_py_tool(ref: str) -> PyTool:
     return PyTool(ref, fn, schema)
 
 
-def run_with_timeout(fn: Callable, arguments: dict[str, Any], timeout_s: float) -> Any:
-    """`fn(**arguments)` in a daemon thread; its value, or its exception re-raised, or `ToolTimeout`."""
-    box: dict[str, Any] = {}
+class ToolPool:
+    """At most `workers` daemon threads running tool calls (module docstring)."""
 
-    def run() -> None:
+    def __init__(self, workers: int):
+        if workers < 1:
+            raise ValueError("a tool pool needs at least one worker")
+        self.workers = workers
+        self.stuck = 0  # calls that timed out and still hold their worker
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+
+    def run(self, fn: Callable, arguments: dict[str, Any], timeout_s: float) -> Any:
+        """`fn(**arguments)` on a worker: its value, its exception re-raised, `ToolTimeout` or `ToolBusy`."""
+        future: Future = Future()
+        with self._lock:
+            if self.stuck >= self.workers:
+                raise ToolBusy(f"not run: all {self.workers} tool workers still hold calls that timed out")
+            if len(self._threads) < self.workers:
+                thread = threading.Thread(target=self._work, name=f"ragen-tool-{len(self._threads)}", daemon=True)
+                self._threads.append(thread)
+                thread.start()
+            self._jobs.put((future, fn, arguments))
         try:
-            box["value"] = fn(**arguments)
-        except BaseException as err:  # noqa: BLE001 - handed back to the caller
-            box["error"] = err
+            return future.result(timeout_s)
+        except TimeoutError:
+            if future.done():  # it finished just now, or raised a TimeoutError of its own
+                return future.result()
+            if future.cancel():  # still queued behind other calls: it never runs
+                raise ToolTimeout(f"timed out after {timeout_s:g} s (waiting for a free worker)") from None
+            with self._lock:
+                self.stuck += 1
+            future.add_done_callback(self._unstick)
+            raise ToolTimeout(f"timed out after {timeout_s:g} s") from None
 
-    thread = threading.Thread(target=run, name=f"ragen-tool-{getattr(fn, '__name__', 'tool')}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise ToolTimeout(f"timed out after {timeout_s:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
+    def _unstick(self, _: Future) -> None:
+        with self._lock:
+            self.stuck -= 1
+
+    def _work(self) -> None:
+        while True:
+            future, fn, arguments = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(**arguments))
+            except BaseException as err:  # noqa: BLE001 - SystemExit included: handed back to the caller
+                future.set_exception(err)
