@@ -195,3 +195,60 @@ def test_envs_play_with_a_raising_reward_is_one_line(tmp_path, monkeypatch):
     assert result.exit_code == 1
     assert result.stderr == (f"ragen envs: boom raised on row {row} of data.jsonl (episode seed 0): ZeroDivisionError: "
                              "division by zero (at play_boom_rewards.py:2, in boom)\n")
+
+
+# ---------------------------------------------------------------- 5: no silent changes
+def test_a_micro_batch_ragen_lowers_is_a_warning(tmp_path, monkeypatch):
+    """The guess template: 4 groups x 8, starpo-s keeps floor(0.25 x 4) = 1 group = 8 trajectories
+    in its 4 mini batches: 2 rows per mini batch on the one process, so micro_batch 64 becomes 2."""
+    monkeypatch.chdir(TEMPLATES / "guess")
+    result = runner.invoke(app, ["validate", "ragen.yaml", "--no-probe", "--set", "train.micro_batch=64"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[2:] == [
+        "warning: train.micro_batch 64 is more than a mini batch's 2 rows per process (2 per mini batch / "
+        "1 process(es)); ragen uses micro_batch 2: write 2, or fewer mini batches"]
+
+
+def test_a_quoted_number_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.chdir(TEMPLATES / "guess")
+    result = runner.invoke(app, ["validate", "ragen.yaml", "--no-probe", "--set", 'model.lora.rank="16"'])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        "1 problem in the run spec:",
+        """  --set model.lora.rank="16": model.lora.rank: '16' is text (quoted); write the number 16 without quotes"""]
+    spec = tmp_path / "q.yaml"
+    spec.write_text((TEMPLATES / "dataset" / "ragen.yaml").read_text().replace("lora: {rank: 16,", 'lora: {rank: "16",'))
+    result = runner.invoke(app, ["validate", str(spec), "--no-probe"])
+    # line 15: `  lora: {rank: "16", alpha: 32}`; the value starts after 15 characters
+    assert result.stderr.splitlines()[1] == (
+        f"  {spec}:15:16: model.lora.rank: '16' is text (quoted); write the number 16 without quotes")
+
+
+def test_an_offline_hub_id_missing_from_the_cache_is_named(tmp_path):
+    """HF_HUB_OFFLINE=1 and a cache holding Qwen/Qwen2.5-0.5B-Instruct (its folder only): the
+    misspelt id is named, with the cached one as the suggestion."""
+    cache = tmp_path / "hub"
+    (cache / "models--Qwen--Qwen2.5-0.5B-Instruct").mkdir(parents=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "RAGEN_SPEC_DIR"}, "HF_HUB_OFFLINE": "1",
+           "HF_HUB_CACHE": str(cache)}
+    done = subprocess.run(RAGEN + ["validate", "ragen.yaml", "--no-probe", "--set", "model.name=Qwen/Qwen2.5-0.5B-Instruc"],
+                          cwd=TEMPLATES / "guess", env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[2:] == [
+        f"warning: model.name 'Qwen/Qwen2.5-0.5B-Instruc' is not in the local Hugging Face cache ({cache}) and "
+        "HF_HUB_OFFLINE is set, so it cannot be downloaded; did you mean 'Qwen/Qwen2.5-0.5B-Instruct'? (fetch it "
+        "with `huggingface-cli download Qwen/Qwen2.5-0.5B-Instruc` where the hub is reachable)"]
+
+
+# ---------------------------------------------------------------- 6: no warnings the user did not cause
+SHIPPED = [*sorted(p for p in (ROOT / "specs").rglob("*.yaml") if "Qwen/" not in p.read_text()),
+           *sorted(TEMPLATES.glob("*/ragen.yaml"))]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[str(p.relative_to(ROOT)) for p in SHIPPED])
+def test_shipped_specs_and_templates_validate_without_a_warning(path, monkeypatch):
+    """(Specs that name a hub model are left out: offline, without its snapshot, that is a true warning.)"""
+    monkeypatch.chdir(path.parent if "templates" in path.parts else ROOT)
+    result = runner.invoke(app, ["validate", str(path), "--no-probe"])
+    assert result.exit_code == 0, result.output
+    assert [line for line in result.stdout.splitlines() if "warning" in line] == []

@@ -32,16 +32,47 @@ def validate(
     loaded = load_or_exit(spec, set_, probe=not no_probe)
     typer.echo(summary(loaded))
     typer.echo(provenance_line(loaded))
-    for item in inert_warnings(loaded.spec):
-        typer.echo(item)
+    for line in spec_warnings(loaded.spec):
+        typer.echo(line)
+    for item in user_inert(loaded, _plan(loaded.spec))[0]:
+        typer.echo(item.warning())
 
 
-def inert_warnings(spec) -> list[str]:
-    """`compile.inert.inert_settings` of the spec's Plan on this machine, as warning lines. The
-    chat template is not probed (it loads the tokenizer, and no rule reads it)."""
-    from ragen_cli.compile.inert import inert_settings
+def _plan(spec):
+    """The spec's Plan on this machine. The chat template is not probed (it loads the tokenizer,
+    and no rule of compile.inert reads it)."""
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.compile.template import TemplateCheck
 
-    plan = compile_plan(spec, template=TemplateCheck(None, "not checked by ragen validate"))
-    return [item.warning() for item in inert_settings(spec, plan)]
+    return compile_plan(spec, template=TemplateCheck(None, "not checked by ragen validate"))
+
+
+def user_inert(loaded, plan) -> tuple[list, list]:
+    """`compile.inert.inert_settings` split into (what the user wrote: warnings, what only the
+    preset set: information for the dry run's table). A preset's value the plan does not read is
+    not the user's doing (starpo's clip bounds on a one-optimizer-step run)."""
+    from ragen_cli.compile.inert import inert_settings
+
+    items = inert_settings(loaded.spec, plan)
+    by_preset = [i for i in items if i.field.startswith("algorithm.")
+                 and loaded.provenance.get(i.field.removeprefix("algorithm.")) == "preset"]
+    return [i for i in items if i not in by_preset], by_preset
+
+
+def spec_warnings(spec) -> list[str]:
+    """A warning for each value ragen uses other than the spec wrote (spec.sizes.derive_sizes
+    caps the micro batch at a mini batch's rows per process), and for a hub model that cannot
+    load offline (`spec.refs.hub_cache_problem`)."""
+    from ragen_cli.spec.checks import compiled_sizes
+    from ragen_cli.spec.refs import hub_cache_problem
+
+    sizes, out = compiled_sizes(spec), []
+    hub = hub_cache_problem(spec.model.name)
+    if hub:
+        out.append(f"warning: model.name {hub}")
+    if sizes.micro_batch != spec.train.micro_batch:
+        rows = sizes.mini_batch // sizes.world_size
+        out.append(f"warning: train.micro_batch {spec.train.micro_batch} is more than a mini batch's {rows} rows per "
+                   f"process ({sizes.mini_batch} per mini batch / {sizes.world_size} process(es)); ragen uses "
+                   f"micro_batch {sizes.micro_batch}: write {sizes.micro_batch}, or fewer mini batches")
+    return out

@@ -31,14 +31,19 @@ def check_sizes(spec: RunSpec) -> Found:
     )
 
 
-def check_schedule(spec: RunSpec) -> Found:
-    """Warm-up is counted in optimizer steps and must end within the run."""
+def compiled_sizes(spec: RunSpec):
+    """`derive_sizes` of a spec whose sizes divide (`check_sizes` found nothing)."""
     ds, env, a = spec.deepspeed, spec.env.train, spec.algorithm
-    sizes = derive_sizes(
+    return derive_sizes(
         groups=env.groups, group_size=env.group_size, nodes=ds.nodes,
         procs_per_node=ds.procs_per_node, micro_batch=spec.train.micro_batch, mini_batch=spec.train.mini_batch,
         ppo_epochs=a.ppo_epochs, online_k=a.online_k, steps=spec.train.steps, mini_batches=a.mini_batches, **filter_args(a.filter),
     )
+
+
+def check_schedule(spec: RunSpec) -> Found:
+    """Warm-up is counted in optimizer steps and must end within the run."""
+    sizes = compiled_sizes(spec)
     if spec.train.warmup_steps <= sizes.total_optimizer_steps:
         return []
     return [(

@@ -31,7 +31,14 @@ Both `ragen validate` and the dry run warn about each setting the spec writes th
 in its compiled plan, naming the field and why: `algorithm.clip_low` / `clip_high` when the
 update is one optimizer step per rollout batch (the PPO ratio is exactly 1), `train.lr_critic`
 without a critic, `algorithm.rollout_is: on` where trainer and engine both run fp32, and the
-others listed in `src/ragen_cli/compile/inert.py`. Defaults are never named.
+others listed in `src/ragen_cli/compile/inert.py`. Defaults are never named, nor a preset's
+values (the dry run's table lists those, marked with the preset). They also warn about each value
+ragen uses other than the spec wrote (a `train.micro_batch` above a mini batch's rows per process
+is lowered to them) and, with `HF_HUB_OFFLINE` set, about a hub model missing from the local
+cache. A whole number written in quotes (`rank: "16"`) is an error: YAML reads it as text.
+Before anything starts, `ragen validate` and `ragen train` run the spec's own code once (a
+dataset's reward functions on a sample row, a custom or Gymnasium env one step; docs/envs.md);
+`--no-probe` skips that.
 
 Editor completion: `ragen validate --schema > ragen.schema.json`, then start the spec with
 `# yaml-language-server: $schema=ragen.schema.json` (VS Code's YAML extension and other editors

@@ -183,6 +183,9 @@ def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False) -
         for key_path, message in rewrite(RunSpec, exc.errors()):
             at_value = not message.startswith(("unknown key", "required key"))
             problems.append(Problem(locator.where(key_path, at_value=at_value), join_path(key_path), message))
+    if spec is not None:
+        for key_path, message in quoted_numbers(spec, merged):
+            problems.append(Problem(locator.where(key_path, at_value=True), join_path(key_path), message))
     if spec is not None and not problems:
         for key, message in cross_field_problems(spec):
             problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
@@ -192,6 +195,25 @@ def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False) -
     if problems:
         raise SpecError(sorted(problems, key=_order))
     return LoadedSpec(spec, file, _provenance(spec, preset, located.data, parsed))
+
+
+def quoted_numbers(model: Any, data: Any, path: KeyPath = ()) -> list[tuple[KeyPath, str]]:
+    """Whole-number fields written as text (`rank: "16"`): pydantic would read "16" as 16, but a
+    quoted value is text in YAML, so the spec says something other than what it means. (Float
+    fields are left alone: YAML 1.1 reads `1e-4` unquoted as text.)"""
+    from pydantic import BaseModel
+
+    out: list[tuple[KeyPath, str]] = []
+    if isinstance(model, BaseModel) and isinstance(data, dict):
+        for key, raw in data.items():
+            if key in type(model).model_fields:
+                out += quoted_numbers(getattr(model, key), raw, (*path, key))
+    elif isinstance(model, (list, tuple)) and isinstance(data, list):
+        for i, (item, raw) in enumerate(zip(model, data)):
+            out += quoted_numbers(item, raw, (*path, i))
+    elif isinstance(model, int) and not isinstance(model, bool) and isinstance(data, str):
+        out.append((path, f"{data!r} is text (quoted); write the number {model} without quotes"))
+    return out
 
 
 def probe_problems(spec: RunSpec) -> list[tuple[str, str]]:

@@ -59,6 +59,30 @@ def use_spec_folder(spec_file: str | Path) -> None:
     os.environ[SPEC_DIR_VAR] = str(folder)
 
 
+def hub_cache_problem(name: str) -> str:
+    """With HF_HUB_OFFLINE set, a hub id whose snapshot is not in the local Hugging Face cache
+    cannot be loaded (training would stop at the model): why, with the closest cached id; else ''."""
+    if not HUB_ID.match(name) or Path(os.path.expanduser(name)).exists():
+        return ""
+    from ragen_cli.models.builtin import hub_offline
+
+    if not hub_offline():
+        return ""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub.constants import HF_HUB_CACHE
+    except ImportError:
+        return ""
+    if isinstance(try_to_load_from_cache(name, "config.json"), str):
+        return ""
+    cache = Path(HF_HUB_CACHE)
+    cached = [d.name[len("models--"):].replace("--", "/", 1) for d in cache.glob("models--*")] if cache.is_dir() else []
+    close = difflib.get_close_matches(name, cached, n=1, cutoff=0.8)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return (f"'{name}' is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE is set, so it cannot be "
+            f"downloaded{hint} (fetch it with `huggingface-cli download {name}` where the hub is reachable)")
+
+
 @contextlib.contextmanager
 def cwd_on_path() -> Iterator[None]:
     """Let `my_env:MyEnv` import `my_env.py` from the directory ragen runs in."""

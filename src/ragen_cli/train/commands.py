@@ -117,19 +117,26 @@ def _resume_spec(run_dir: Path) -> Path:
 
 
 def _print_plan(loaded, plan, as_json: bool) -> None:
-    """The Plan (JSON on stdout, or tables) and the settings without effect in it (`compile.inert`):
-    on stderr beside JSON, in the tables otherwise."""
-    from ragen_cli.compile.inert import inert_settings
+    """The Plan (JSON on stdout, or tables), the warnings of `ragen validate` (values ragen
+    changes, settings the spec wrote without effect: `compile.commands`), on stderr beside JSON,
+    after the tables otherwise; the preset's settings without effect appear in the table only."""
+    from dataclasses import replace
 
-    inert = inert_settings(loaded.spec, plan)
+    from ragen_cli.compile.commands import spec_warnings, user_inert
+
+    warnings = spec_warnings(loaded.spec)
+    mine, preset = user_inert(loaded, plan)
     if as_json:
         typer.echo(plan.to_json())
-        for item in inert:
-            typer.echo(item.warning(), err=True)
+        for line in [*warnings, *(item.warning() for item in mine)]:
+            typer.echo(line, err=True)
         return
     from ragen_cli.compile.render import print_plan
 
-    print_plan(plan, loaded.provenance, inert=inert)
+    name = loaded.spec.algorithm.preset
+    print_plan(plan, loaded.provenance, inert=[*mine, *(replace(i, field=f"{i.field} (preset {name})") for i in preset)])
+    for line in warnings:
+        typer.echo(line)
 
 
 def _lock_or_exit(run_dir: Path):
