@@ -252,3 +252,40 @@ def test_shipped_specs_and_templates_validate_without_a_warning(path, monkeypatc
     result = runner.invoke(app, ["validate", str(path), "--no-probe"])
     assert result.exit_code == 0, result.output
     assert [line for line in result.stdout.splitlines() if "warning" in line] == []
+
+
+# ---------------------------------------------------------------- 9: `ragen watch` names how a run ended
+def _interrupted_run(tmp_path: Path) -> Path:
+    """tests/fixtures/runs/healthy (40 steps, step k at time 1700000012 + 12 k) cut after step 6,
+    its last event the `end` that Ctrl-C writes (train/loop.py): interrupted at step 6."""
+    import json
+
+    src, run = ROOT / "tests" / "fixtures" / "runs" / "healthy", tmp_path / "healthy"
+    shutil.copytree(src, run)
+    metrics = (src / "metrics.jsonl").read_text().splitlines()[:7]
+    (run / "metrics.jsonl").write_text("\n".join(metrics) + "\n")
+    events = [json.loads(line) for line in (src / "events.jsonl").read_text().splitlines()]
+    kept = [ev for ev in events if ev["step"] <= 6 and ev["kind"] != "end"]
+    kept.append({"step": 6, "time": 1700000090.0, "kind": "end", "stopped": True, "interrupted": True})
+    (run / "events.jsonl").write_text("".join(json.dumps(ev) + "\n" for ev in kept))
+    return run
+
+
+def test_watch_through_a_pipe_prints_an_interrupted_run_as_such(tmp_path):
+    run = _interrupted_run(tmp_path)
+    result = runner.invoke(app, ["watch", str(run)])  # CliRunner's stdout is not a terminal
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "\x1b" not in result.stdout
+    # elapsed: end 1700000090 - start event 1700000000 = 90 s = 1m30s; no ETA for a run that ended early
+    assert lines[1].startswith("step 6 (7/40)  interrupted at step 6 of 40  elapsed 1m30s  ")
+    assert "ETA" not in lines[1] and "finished" not in result.stdout
+
+
+def test_header_names_failed_and_stopped_runs():
+    from ragen_cli.tui.format import run_state
+
+    assert run_state([{"kind": "error", "step": 3}], 10) == "failed at step 3 of 10"
+    assert run_state([{"kind": "end", "step": 4, "stopped": True, "interrupted": False}], 10) == "stopped at step 4 of 10"
+    assert run_state([{"kind": "end", "step": 9, "stopped": False, "interrupted": False}], 10) == "finished"
+    assert run_state([{"kind": "start", "step": 0}], 10) == "running"

@@ -48,6 +48,24 @@ def run_end(events: list[dict]) -> float | None:
     return float(ends[-1]) if ends else None
 
 
+def run_state(events: list[dict], total: int | None) -> str:
+    """How the run stands, from its last `end` or `error` event: running, finished, interrupted
+    (Ctrl-C or a stop request: `interrupted: true`), stopped (by the health monitor or an empty
+    filter: `stopped: true` before the last step), or failed (an `error` event)."""
+    last = [ev for ev in events if ev.get("kind") in ("end", "error")]
+    if not last:
+        return "running"
+    ev = last[-1]
+    of = f" at step {ev.get('step')}" + (f" of {total}" if total else "")
+    if ev["kind"] == "error":
+        return "failed" + of
+    if ev.get("interrupted"):
+        return "interrupted" + of
+    if ev.get("stopped") and not ev.get("warm_start_only"):
+        return "stopped" + of
+    return "finished"
+
+
 def step_seconds(history: list[dict], last: int = 10) -> float | None:
     """Mean wall time per step over the last `last` steps (from `time` stamps, else timing/step_s)."""
     times = [r["time"] for r in history[-(last + 1) :] if isinstance(r.get("time"), (int, float))]
@@ -80,10 +98,10 @@ def header_markup(name: str, spec_desc: str, history: list[dict], total: int | N
     elapsed = None if start is None else (end or now) - start
     step = history[-1]["step"] if history else "-"
     progress = f"{len(history)}/{total}" if total else f"{len(history)}"
-    state = "finished" if end is not None else "running"
+    state = run_state(events, total)
     line1 = f"[b]{escape(name)}[/b]  {escape(spec_desc)}"
-    line2 = (f"step {step} ({progress})  {state}  elapsed {fmt_duration(elapsed)}  "
-             f"ETA {fmt_duration(eta_seconds(history, total, end is not None))}  ")
+    eta = f"ETA {fmt_duration(eta_seconds(history, total, end is not None))}  " if state in ("running", "finished") else ""
+    line2 = f"step {step} ({progress})  {escape(state)}  elapsed {fmt_duration(elapsed)}  {eta}"
     level = verdict.level if verdict else "healthy"
     line2 += verdict_markup(level)
     if verdict and verdict.reasons:
