@@ -8,13 +8,15 @@ Every run in the corpora finished, or stopped on a ParityError whose error event
 carries the stopped sync's numbers and was then resumed or kept as it was. The syncs the metrics
 record all passed the rule of their day and the runs went on learning or collapsing as RL runs
 do, so they count as healthy. Per sync: `gap`, `noise`, `noise_after` (the noise expected after
-the update; `noise` where a run predates it), `lag`, `moved`, and `recent` (`recent_noise` of the
-run's records before it: the largest noise of the last RECENT steps).
+the update; `noise` where a run predates it), `lag`, `moved`, `recent` (`recent_noise` of the
+run's records before it: the largest noise of the last RECENT steps) and `reference` (the run's
+first recorded noise; None at that sync).
 
 Printed, over the bf16-like syncs (noise >= 1e-3):
 - the size check: `gap / tolerance`, the tolerance `max(rollout.parity_threshold, factor x
   scale)` (0.05 and 3, the defaults) with the scale `noise_after` (the check until 2026-11-27) or
-  `max(noise_after, recent)` (since); a sync is stopped above 1. Syncs made with the check since
+  `max(noise_after, recent)` (since), at most REFERENCE_CEILING x `reference` after a run's first
+  sync (parity.py: a drift cannot raise it); a sync is stopped above 1. Syncs made with the check since
   log `noise_after` with `recent` in it: where it equals `recent` the noise before stands in for
   the check until then (the scaled noise is at least that, so the stand-in judges no more leniently);
 - the lag rule: `lag x moved / unit`, the part of the update the engine misses in units,
@@ -34,7 +36,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from ragen_cli.rollout.parity import FP32_RESOLUTION, recent_noise, sync_verdict
+from ragen_cli.rollout.parity import FP32_RESOLUTION, REFERENCE_CEILING, recent_noise, sync_verdict
 from ragen_cli.spec.models import RolloutSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -63,7 +65,8 @@ def syncs() -> list[dict]:
                 noise = rec["sync/parity_noise"]
                 after = rec.get("sync/parity_noise_after", noise)
                 out.append({"run": path.parent.name, "step": rec["step"], "gap": rec["sync/parity_gap"],
-                            "noise": noise, "noise_after": after, "recent": recent_noise(history),
+                            "noise": noise, "noise_after": after, "recent": recent_noise(history).largest,
+                            "reference": first_noise(history),
                             "lag": rec.get("sync/parity_lag", float("nan")), "moved": rec["sync/parity_moved"],
                             "unit": max(2 * after, FP32_RESOLUTION)})
             history.append(rec)
@@ -77,6 +80,12 @@ LAGGING = re.compile(rf"lie (\d+)% of the way back .*rms gap {NUM} to the new we
 OFF = re.compile(rf"rms log-prob gap {NUM} over (\d+) tokens > {NUM} .*? x (?:{NUM}, )?the gap {NUM} the same weights gave")
 
 
+def first_noise(history: list[dict]) -> float | None:
+    """The run's first recorded `sync/parity_noise` (its reference: the corpora's runs predate
+    `sync/parity_noise_ref`), None before any."""
+    return next((r["sync/parity_noise"] for r in history if r.get("sync/parity_noise") is not None), None)
+
+
 def stops() -> list[dict]:
     """The ParityErrors of the corpora's error events: the stopped sync's numbers, and `recent`
     from the run's metrics up to the event's step (the last finished one)."""
@@ -88,16 +97,18 @@ def stops() -> list[dict]:
             if "ParityError" not in error:
                 continue
             metrics = [json.loads(m) for m in (path.parent / "metrics.jsonl").read_text().splitlines()]
-            recent = recent_noise([r for r in metrics if r.get("step", 0) <= event["step"]])
+            before = [r for r in metrics if r.get("step", 0) <= event["step"]]
+            recent, reference = recent_noise(before).largest, first_noise(before)
             if m := LAGGING.search(error):
                 gap, old, tokens, moved = float(m[2]), float(m[3]), int(m[4]), float(m[5])
                 after = float(m[7] or m[6])
                 out.append({"run": path.parent.name, "kind": "lagging", "gap": gap, "noise_after": after,
                             "lag": (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5, "moved": moved, "tokens": tokens,
-                            "recent": recent})
+                            "recent": recent, "reference": reference})
             elif m := OFF.search(error):
                 out.append({"run": path.parent.name, "kind": "off", "gap": float(m[1]), "noise_after": float(m[4] or m[5]),
-                            "lag": float("nan"), "moved": 0.0, "tokens": int(m[2]), "recent": recent})
+                            "lag": float("nan"), "moved": 0.0, "tokens": int(m[2]), "recent": recent,
+                            "reference": reference})
     return out
 
 
@@ -109,8 +120,10 @@ def until_scale(s: dict) -> float:
 
 
 def since_scale(s: dict) -> float:
-    """The noise scale of the check since 2026-11-27: never below `recent`."""
-    return max(s["noise_after"], s["recent"])
+    """The noise scale of the check since 2026-11-27: never below `recent`, and (parity.py today)
+    never above REFERENCE_CEILING x the run's first noise."""
+    scale = max(s["noise_after"], s["recent"])
+    return scale if s.get("reference") is None else min(scale, REFERENCE_CEILING * s["reference"])
 
 
 def verdicts(s: dict) -> tuple[str, str]:

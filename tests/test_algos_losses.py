@@ -266,7 +266,9 @@ def test_rollout_is_weights_truncate_the_sampler_ratio_at_the_cap():
     mask = torch.tensor([[1.0, 1.0, 0.0]])
     w, stats = rollout_is_weights(old, sampler, mask, cap=1.5)
     assert_close(w[:, :2], torch.tensor([[1.5, 1.0]]))
-    assert stats == pytest.approx({"is_truncated_frac": 0.5, "is_weight_mean": 1.25})
+    # sums of the applied weights [1.5, 1.0] for the effective sample size: 2.5, 3.25, n = 2
+    assert stats == pytest.approx({"is_truncated_frac": 0.5, "is_weight_mean": 1.25, "is_w_sum": 2.5,
+                                   "is_w2_sum": 3.25, "is_n": 2.0})
     # ratio 1 (logp == old), advantage 1 on both tokens: token-mean of -[1.5, 1.0] = -1.25
     adv = torch.ones(1, 3)
     loss, _ = policy_loss(old, old, adv, mask, 0.2, 0.28, None, "token-mean", weights=w)

@@ -301,19 +301,19 @@ def test_the_expected_noise_is_never_below_the_last_steps_largest():
     0.0623, 0.1088, 0.0674, 0.0901, 0.0784: with `recent` 0.1088 the tolerance is 0.3264 and the
     sync passes; a gap of 0.33 is still off. `recent_noise` reads the last RECENT records that
     have a noise, skipping those without."""
-    from ragen_cli.rollout.parity import RECENT, recent_noise
+    from ragen_cli.rollout.parity import RECENT, RecentNoise, recent_noise
 
     noises = {1: 0.2, 2: 0.099, 4: 0.0993, 5: 0.04, 6: 0.0623, 7: 0.1088, 8: 0.0674, 9: 0.0901, 10: 0.0784}
     history = [{"step": s, **({"sync/parity_noise": noises[s]} if s in noises else {})} for s in range(1, 11)]
     # the last 5 records with a noise are steps 6-10 -> 0.1088; step 1's 0.2 is out of it, and
     # step 3 (no update, no probe) is skipped: without step 10 the window is steps 4-9
-    assert RECENT == 5 and recent_noise(history) == 0.1088 and recent_noise([]) == 0.0
-    assert recent_noise([{"sync/parity_noise": 0.5}, *history[:-1]]) == 0.1088
-    assert recent_noise([{"sync/parity_noise": 0.5}, *history[:5]]) == 0.5  # steps 1, 2, 4, 5 and the 0.5
+    assert RECENT == 5 and recent_noise(history) == RecentNoise(0.1088) and recent_noise([]) == RecentNoise(0.0)
+    assert recent_noise([{"sync/parity_noise": 0.5}, *history[:-1]]).largest == 0.1088
+    assert recent_noise([{"sync/parity_noise": 0.5}, *history[:5]]).largest == 0.5  # steps 1, 2, 4, 5 and the 0.5
     k, noise = 64, 0.07451
     old, new = [-1.0] * k, [-0.8] * k  # surer tokens: noise_after = noise without `recent`
     for recent, gap, verdict in ((0.0, 0.2288, "off"), (0.1088, 0.2288, "ok"), (0.1088, 0.33, "off")):
-        c = judge_sync(old, [-1.0 + noise] * k, new, [x + gap for x in new], 0.05, 3.0, recent)
+        c = judge_sync(old, [-1.0 + noise] * k, new, [x + gap for x in new], 0.05, 3.0, RecentNoise(recent))
         assert c.noise_after == pytest.approx(max(noise, recent)) and c.verdict == verdict, (recent, gap)
 
 
@@ -355,3 +355,42 @@ def test_in_bf16_a_healthy_sync_runs_and_half_or_stale_syncs_stop(fault_runs_bf1
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
     assert events[-1]["kind"] == "error" and events[-1]["step"] == 1 and "ParityError" in events[-1]["error"]
     assert events[-1]["checkpoint"].endswith("step-1") and (out / "checkpoints" / "step-1" / "model").is_dir()
+
+
+def test_the_parity_bound_under_drift():
+    """An engine whose standing error grows 30% a sync (a weight it never receives while the
+    trainer moves it). Per token (k = 64): kernel jitter +-n0 in the pattern + + - -, the drift
+    +-e_t alternating + - + -, orthogonal to the jitter and to the update (every token -0.1),
+    so noise_t = sqrt(n0^2 + e_{t-1}^2), gap_t = sqrt(n0^2 + e_t^2), and the lag is
+    (gap^2 - old^2) / (2 x 0.01) + 1/2 = -0.01 / 0.02 + 1/2 = 0: never lagging.
+
+    The bound from the last steps' noise trails the drift: tolerance 3 x noise_t >= 3 x gap_{t-1},
+    and gap_t / gap_{t-1} <= 1.3 < 3, so it would never stop. The reference is step 1's noise,
+    n0 = 0.05 (e_0 = 0): noise_after <= 8 x 0.05 = 0.4, tolerance 3 x 0.4 = 1.2. With
+    e_t = 0.05 x 1.3^(t - 1): e_13 = 0.05 x 1.3^12 = 1.1649, gap_13 = sqrt(0.05^2 + 1.1649^2) =
+    1.1660 <= 1.2; e_14 = 1.5144, gap 1.5152 > 1.2: stopped at step 14 (the rule before the
+    ceiling let it pass all 50 steps, to a gap of 1.9e4)."""
+    from ragen_cli.rollout.parity import REFERENCE_CEILING, recent_noise
+
+    k, n0 = 64, 0.05
+    jitter = [n0 if i % 4 < 2 else -n0 for i in range(k)]
+    sign = [1.0 if i % 2 == 0 else -1.0 for i in range(k)]
+    history: list[dict] = []
+    verdicts = []
+    e_before = 0.0
+    for step in range(1, 51):
+        old, new = [-1.0 - 0.1 * (step - 1)] * k, [-1.0 - 0.1 * step] * k
+        e_after = n0 * 1.3 ** (step - 1)
+        before = [o + j + e_before * s for o, j, s in zip(old, jitter, sign)]
+        after = [x + j + e_after * s for x, j, s in zip(new, jitter, sign)]
+        c = judge_sync(old, before, new, after, 0.05, 3.0, recent_noise(history))
+        assert c.lag == pytest.approx(0.0, abs=1e-6)
+        verdicts.append(c.verdict)
+        if c.verdict != "ok":  # the run stops here (check_sync raises)
+            break
+        history.append({"step": step, **c.metrics()})
+        e_before = e_after
+    assert REFERENCE_CEILING == 8.0
+    assert verdicts == ["ok"] * 13 + ["off"]
+    assert history[12]["sync/parity_noise_ref"] == pytest.approx(n0)  # carried from step 1
+    assert history[12]["sync/parity_noise_after"] == pytest.approx(0.4)  # the ceiling binds

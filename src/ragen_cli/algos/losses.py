@@ -66,28 +66,117 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
 # ---------------------------------------------------------------------------------- policy
 
 
-def rollout_is_weights(old_logp: torch.Tensor, sample_logp: torch.Tensor, mask: torch.Tensor,
-                       cap: float) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Truncated importance weights of the sampler mismatch -> ``(weights, stats)``.
+def _token_log_w(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each token its own ratio: ``log w[b,t] = log_ratio[b,t]``."""
+    return log_ratio
+
+
+def _sequence_log_w(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The whole reply's ratio, ``pi_old(y) / pi_sampler(y) = prod_t ratio_t``, on each of its tokens."""
+    return masked_sum(log_ratio, mask, dim=-1).unsqueeze(-1).expand_as(log_ratio)
+
+
+def _geometric_log_w(log_ratio: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The per-token geometric mean of the reply's ratios, ``exp(mean_t log ratio_t)``, on each token."""
+    return masked_mean(log_ratio, mask, dim=-1).unsqueeze(-1).expand_as(log_ratio)
+
+
+# Keyed by ``AlgorithmSpec.rollout_is_level``: log-weights [B,T] from the masked token log-ratios.
+IS_LEVELS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "token": _token_log_w,
+    "sequence": _sequence_log_w,
+    "geometric": _geometric_log_w,
+}
+
+
+def _truncate(ratio: torch.Tensor, lower: float, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """TIS: ``w = min(ratio, cap)``; the changed entries are those above the cap."""
+    return torch.clamp(ratio, max=cap), ratio > cap
+
+
+def _band_mask(ratio: torch.Tensor, lower: float, cap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """IcePop / verl's mask mode: ``w = ratio`` inside ``[lower, cap]``, 0 outside."""
+    outside = (ratio < lower) | (ratio > cap)
+    return torch.where(outside, torch.zeros_like(ratio), ratio), outside
+
+
+# Keyed by ``AlgorithmSpec.rollout_is_mode``: (ratio, lower, cap) -> (weights, changed).
+IS_MODES: dict[str, Callable[[torch.Tensor, float, float], tuple[torch.Tensor, torch.Tensor]]] = {
+    "truncate": _truncate,
+    "mask": _band_mask,
+}
+IS_CHANGED = {"truncate": "is_truncated_frac", "mask": "is_masked_frac"}
+IS_SUMS = ("is_w_sum", "is_w2_sum", "is_n")
+"""The stats ``rollout_is_weights`` returns as sums, for ``effective_sample_size`` over a whole batch."""
+
+
+def rollout_is_weights(old_logp: torch.Tensor, sample_logp: torch.Tensor, mask: torch.Tensor, cap: float,
+                       level: str = "token", mode: str = "truncate",
+                       lower: float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Importance weights of the sampler mismatch -> ``(weights, stats)``.
 
     The rollout engine drew the tokens, so the PPO ratio's ``pi_old`` (the trainer's log-probs
     before the update) is not the sampling distribution when the two disagree (bf16 kernels,
-    a different attention implementation). Truncated importance sampling (Yao et al. 2025,
-    "Your efficient RL framework secretly brings you off-policy RL training"; verl's
-    ``tis_imp_ratio_cap``, TRL's ``vllm_importance_sampling_cap``) multiplies each token's
-    policy loss by ``w = min(pi_old / pi_sampler, cap)``, detached.
+    a different attention implementation, a batch rolled out one version earlier). Each token's
+    policy loss is multiplied by a detached weight ``w`` built from ``ratio_t = pi_old(y_t) /
+    pi_sampler(y_t)`` at one ``level`` (verl's ``rollout_is_level``):
 
-    Shapes: all ``[B,T]``. Stats over masked tokens: ``is_truncated_frac`` (share with ratio >
-    cap) and ``is_weight_mean``. The log-ratio is clamped to [-20, 20] as in ``policy_loss``.
+        token:      w_t = ratio_t
+        sequence:   w_t = prod_{s in reply} ratio_s          (the reply's likelihood ratio)
+        geometric:  w_t = exp(mean_{s in reply} log ratio_s)  (its per-token geometric mean)
+
+    and one ``mode`` (verl's ``rollout_is_mode``):
+
+        truncate:  w = min(w, cap)                           Truncated IS (Yao et al. 2025, "Your
+                   efficient RL framework secretly brings you off-policy RL training"; verl's
+                   ``tis_imp_ratio_cap``, TRL's ``vllm_importance_sampling_cap``)
+        mask:      w = w if lower <= w <= cap, else 0         IcePop (Ling Team, "Every Step Evolves",
+                   arXiv 2510.18855, eqn. of J_IcePop: M(k) = k inside [alpha, beta], 0 outside);
+                   verl's mask mode (masked IS). ``lower`` defaults to 1 / cap, as verl.
+
+    Shapes: all ``[B,T]``; the weights are ``[B,T]`` (one value per row at the sequence levels).
+    Stats over loss-mask tokens: ``is_weight_mean``, and ``is_truncated_frac`` (truncate: share
+    of tokens whose ``w`` exceeded the cap) or ``is_masked_frac`` (mask: share whose weight is
+    0); at the sequence levels a reply's tokens share its verdict. ``IS_SUMS``: ``sum w``,
+    ``sum w^2`` and their count ``n`` of the weights applied, over loss-mask tokens (token) or
+    over replies with at least one loss-mask token (sequence, geometric), for
+    ``effective_sample_size``.
+
+    Deviations: log-weights are clamped to [-20, 20] before ``exp`` (as ``policy_loss``; verl's
+    safety bound). In mask mode a dropped token stays in the loss aggregation's denominator with
+    weight 0, as IcePop's objective (1/|y_i| sums over all tokens); verl instead removes it from
+    the response mask, so it also leaves the token-mean's denominator and the entropy and KL
+    terms. No veto of whole replies (verl's ``rollout_is_veto_threshold``).
     """
     check_same_shape(old_logp=old_logp, sample_logp=sample_logp, mask=mask)
     if not cap > 1.0:
         raise ValueError(f"cap must be > 1, got {cap}")
-    ratio = torch.exp(torch.clamp(old_logp.detach() - sample_logp.detach(), -20.0, 20.0))
-    weights = torch.clamp(ratio, max=cap)
-    stats = {"is_truncated_frac": masked_mean((ratio > cap).float(), mask),
-             "is_weight_mean": masked_mean(weights, mask)}
+    lower = 1.0 / cap if lower is None else lower
+    if not 0.0 < lower < 1.0:
+        raise ValueError(f"lower must be in (0, 1), got {lower}")
+    try:
+        to_log_w, apply_mode = IS_LEVELS[level], IS_MODES[mode]
+    except KeyError:
+        raise ValueError(f"unknown rollout IS level {level!r} or mode {mode!r}; choose from {sorted(IS_LEVELS)} and "
+                         f"{sorted(IS_MODES)}") from None
+    m = mask.float()
+    log_w = to_log_w(old_logp.detach() - sample_logp.detach(), m)
+    weights, changed = apply_mode(torch.exp(torch.clamp(log_w, -20.0, 20.0)), lower, cap)
+    stats = {IS_CHANGED[mode]: masked_mean(changed.float(), m), "is_weight_mean": masked_mean(weights, m)}
+    if level == "token":
+        w, on = weights, m
+    else:  # one weight per reply: its first column
+        w, on = weights[:, 0], (m.sum(-1) > 0).float()
+    stats.update(is_w_sum=masked_sum(w, on), is_w2_sum=masked_sum(w * w, on), is_n=on.sum())
     return weights, stats
+
+
+def effective_sample_size(w_sum: float, w2_sum: float, n: float) -> float:
+    """Normalised effective sample size of importance weights, ``(sum w)^2 / (n sum w^2)``
+    (Kish 1965; verl's ``rollout_is_eff_sample_size``, ``1 / mean((w / mean w)^2)``): 1 when all
+    ``n`` weights are equal, ``1/n`` when one carries them all; weights of 0 (masked) count in ``n``.
+    0.0 when there is no weight or every weight is 0."""
+    return float(w_sum) ** 2 / (float(n) * float(w2_sum)) if float(n) > 0 and float(w2_sum) > 0 else 0.0
 
 
 def policy_loss(

@@ -17,8 +17,10 @@ code base, not a heuristic:
    then equals the episode advantage); `kl_estimator` with `kl_coef` 0 (no KL term, no
    reference model).
 4. Rollout importance weights (`rollout_is` on) where trainer and engine both run fp32: their
-   log-probs agree to ~1e-6 nats, every weight is 1 to that precision; `rollout_is_cap` where
-   the Plan applies no correction (`Plan.rollout_is_cap` None).
+   log-probs agree to ~1e-6 nats, every weight is 1 to that precision; `rollout_is_cap`,
+   `rollout_is_level`, `rollout_is_mode` and `rollout_is_lower` where the Plan applies no
+   correction (`Plan.rollout_is_cap` None), and `rollout_is_lower` in truncate mode (it bounds
+   the mask mode's band only).
 5. Engine settings the Plan does not use: `rollout.sleep` where the engine never sleeps (CPU, HF
    backend), `rollout.vllm_kv_cache_gib` outside vLLM on CPU, `rollout.lora_sync` without
    LoRA, `deepspeed.master_port` for one process (it rendezvouses on a free port).
@@ -66,6 +68,7 @@ def inert_settings(spec: RunSpec, plan: Plan) -> list[Inert]:
     critic = a.adv_estimator == "gae"
     no_critic = f"adv_estimator {a.adv_estimator} trains no critic"
     fp32 = plan.precision == "fp32" and plan.placement is not None and plan.placement["rollout"]["dtype"] == "float32"
+    no_is = f"no rollout importance correction in this Plan (rollout_is {a.rollout_is}, precision {plan.precision})"
     candidates = [
         ("algorithm.clip_low", single_pass(spec, plan), one + " and the clip never acts"),
         ("algorithm.clip_high", single_pass(spec, plan), one + " and the clip never acts"),
@@ -87,8 +90,10 @@ def inert_settings(spec: RunSpec, plan: Plan) -> list[Inert]:
         ("algorithm.kl_estimator", a.kl_coef == 0, "kl_coef is 0: no KL term and no reference model"),
         ("algorithm.rollout_is", a.rollout_is == "on" and fp32,
          "trainer and rollout engine both run fp32, where their log-probs agree to ~1e-6 nats: every weight is 1"),
-        ("algorithm.rollout_is_cap", plan.rollout_is_cap is None,
-         f"no rollout importance correction in this Plan (rollout_is {a.rollout_is}, precision {plan.precision})"),
+        *((f"algorithm.{name}", plan.rollout_is_cap is None, no_is)
+          for name in ("rollout_is_cap", "rollout_is_level", "rollout_is_mode", "rollout_is_lower")),
+        ("algorithm.rollout_is_lower", plan.rollout_is_cap is not None and a.rollout_is_mode == "truncate",
+         "rollout_is_mode truncate clamps at rollout_is_cap only: the lower bound is the mask mode's"),
         ("train.lr_critic", not critic, no_critic),
         ("rollout.sleep", r.sleep != "off" and not plan.vllm_sleep,
          "the engine sleeps only with vLLM on CUDA" + (f" (device {plan.device}, backend {r.backend})")),

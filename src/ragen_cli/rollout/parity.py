@@ -36,9 +36,27 @@ Two ways a sync fails:
    on the one-step scale at 1.0-3.2 times the tolerance with lags near 0, and pass with `recent`
    (docs/experiments/parity-bf16.md). Over the
    1310 recorded bf16 syncs of the health corpora's 139 runs (`bench/parity_corpus.py`) the gap
-   reaches 0.81 of the tolerance set with `recent` (99th percentile 0.53). The first sync after a
-   start or a resume has no history and is judged on its own noise, so a sync that never reaches
-   the engine is stopped at step 1 as before.
+   reaches 0.81 of the tolerance set with `recent` (99th percentile 0.53).
+   Every noise is measured after the previous sync, so it holds whatever that sync left wrong: an
+   engine that misses a little more at every sync (a weight it never receives while the trainer
+   moves it) shows the same standing error in the next step's noise as in this step's gap, and a
+   bound read from the last steps' noise rises with the drift it should catch (the max, a median
+   or a minimum of them alike, only later). So `noise_after` is also never above `reference`
+   times REFERENCE_CEILING, `reference` the noise of the run's first sync: measured before any
+   sync, on the weights the engine loaded itself (or the warm start's push), the one noise no
+   earlier sync can have raised. It is carried in every sync's record (`sync/parity_noise_ref`)
+   and so survives a resume and a rollback (the metric history is checkpointed); the first sync
+   sets it and is judged on its own noise, so a sync that never reaches the engine is stopped at
+   step 1 as before. Healthy bf16 noise rises with training (the weights move away from the
+   ones the kernels agreed on): in the health corpora's 5036 recorded syncs (177 runs) it reaches
+   12.7 times the first sync's and the gap 13.5 times (a 16x-lr run), and a healthy 16x run's
+   stopped sync (resumed, it ran to the end) had a gap 16.8 times its first noise. With the
+   ceiling at 8 that stop is 0.70 of the tolerance `factor x 8 x reference`, the recorded syncs'
+   largest gap stays at 0.81 of its tolerance and none is stopped (at 6 the stop is 0.94 of it, at
+   4 a recorded sync is stopped: `bench/parity_corpus.py`). A drifting engine is thus stopped
+   once its gap passes `factor x REFERENCE_CEILING x reference` (24 times the first noise with the
+   default factor), whatever the steps before it measured; a smaller standing error is within what
+   healthy bf16 runs reach and is not decided here.
 2. **Stale or partly synced** (the engine still serves the old weights, or some of them): an
    engine whose log-probs lie a fraction `f` of the way back from the new weights to the old
    ones has `gap = f x moved` and `old = (1 - f) x moved`, so `gap^2 - old^2 = (2f - 1) moved^2`
@@ -89,6 +107,10 @@ RECENT = 5
 """Steps of measured noise (`sync/parity_noise`) below whose largest the expected noise is never
 taken (module doc)."""
 
+REFERENCE_CEILING = 8.0
+"""The expected noise is never above this many times the noise of the run's first sync, the one
+measured before any sync could leave the engine wrong (module doc: a drift cannot raise it)."""
+
 PEAK_FLOOR = 0.01
 """The least rms(1 - p) the noise is scaled from (module doc): tokens surer than 99% count as 99%."""
 
@@ -121,12 +143,20 @@ def lags(lag: float, moved: float, unit: float) -> bool:
 
 
 @dataclass(frozen=True)
+class RecentNoise:
+    """What the run's earlier syncs say about the kernels' noise (`recent_noise`)."""
+
+    largest: float = 0.0  # the largest `sync/parity_noise` of the last RECENT syncs (0 for none)
+    reference: float | None = None  # the run's first sync's noise (`sync/parity_noise_ref`); None: none yet
+
+
+@dataclass(frozen=True)
 class SyncCheck:
     """The probe's numbers after one sync (module doc) and its verdict: ok, lagging or off."""
 
     tokens: int
     noise: float
-    noise_after: float  # the noise expected after the update (module doc), >= noise and >= recent
+    noise_after: float  # expected after the update (module doc): max(scaled noise, recent), at most the ceiling
     gap: float
     old: float
     moved: float
@@ -134,27 +164,34 @@ class SyncCheck:
     decidable: bool  # moved far enough above the noise to tell a stale engine from a fresh one
     tolerance: float  # the largest gap an "ok" sync may have
     verdict: str
+    reference: float = 0.0  # the run's first sync's noise (this one's, at the first sync)
 
     def metrics(self) -> dict[str, float]:
         out = {"sync/parity_gap": self.gap, "sync/parity_noise": self.noise,
-               "sync/parity_noise_after": self.noise_after, "sync/parity_moved": self.moved}
+               "sync/parity_noise_after": self.noise_after, "sync/parity_moved": self.moved,
+               "sync/parity_noise_ref": self.reference}
         if not math.isnan(self.lag):
             out["sync/parity_lag"] = self.lag
         return out
 
 
 def judge_sync(trainer_old: list[float], engine_before: list[float], trainer_new: list[float],
-               engine_after: list[float], threshold: float, factor: float, recent: float = 0.0) -> SyncCheck:
+               engine_after: list[float], threshold: float, factor: float,
+               recent: RecentNoise | None = None) -> SyncCheck:
     """The sync check on one probe (module doc): pure, on the probe tokens' four log-prob lists.
-    `recent`: the largest noise of the run's last RECENT syncs (`recent_noise`), 0 for none."""
+    `recent`: the run's earlier syncs (`recent_noise`); None for the first sync."""
+    recent = recent or RecentNoise()
     k = len(trainer_old)
     noise, gap = rms(engine_before, trainer_old), rms(engine_after, trainer_new)
     old, moved = rms(engine_after, trainer_old), rms(trainer_new, trainer_old)
     lag = (gap ** 2 - old ** 2) / (2 * moved ** 2) + 0.5 if moved > 0 else math.nan
-    noise_after = max(noise * max(1.0, unsure(trainer_new) / max(unsure(trainer_old), PEAK_FLOOR)), recent)
+    noise_after = max(noise * max(1.0, unsure(trainer_new) / max(unsure(trainer_old), PEAK_FLOOR)), recent.largest)
+    reference = noise if recent.reference is None else recent.reference
+    if recent.reference is not None:  # the first sync sets the reference and is judged on its own noise
+        noise_after = min(noise_after, REFERENCE_CEILING * reference)
     unit, tolerance, verdict = sync_verdict(gap, lag, moved, noise_after, k, threshold, factor)
     decidable = moved > 0 and moved >= 2 * unit
-    return SyncCheck(k, noise, noise_after, gap, old, moved, lag, decidable, tolerance, verdict)
+    return SyncCheck(k, noise, noise_after, gap, old, moved, lag, decidable, tolerance, verdict, reference)
 
 
 def sync_verdict(gap: float, lag: float, moved: float, noise_after: float, k: int, threshold: float,
@@ -170,11 +207,14 @@ def sync_verdict(gap: float, lag: float, moved: float, noise_after: float, k: in
     return unit, tolerance, "lagging" if lags(lag, moved, unit) else "ok"
 
 
-def recent_noise(history: list[dict]) -> float:
-    """The largest `sync/parity_noise` in the last RECENT metric records that have one (0 for none);
-    scans from the end, so a long run's history costs O(RECENT)."""
+def recent_noise(history: list[dict]) -> RecentNoise:
+    """From the run's metric records: the largest `sync/parity_noise` in the last RECENT that have
+    one (0 for none) and the reference, the latest record's `sync/parity_noise_ref` (None for none:
+    the coming sync is the run's first). Scans from the end, so a long run's history costs about
+    O(RECENT)."""
     noises = (float(r["sync/parity_noise"]) for r in reversed(history) if r.get("sync/parity_noise") is not None)
-    return max(itertools.islice(noises, RECENT), default=0.0)
+    refs = (float(r["sync/parity_noise_ref"]) for r in reversed(history) if r.get("sync/parity_noise_ref") is not None)
+    return RecentNoise(max(itertools.islice(noises, RECENT), default=0.0), next(refs, None))
 
 
 def ruling(checks: list[SyncCheck], rank: int) -> int:
@@ -193,9 +233,10 @@ def check_sync(check: SyncCheck, threshold: float, factor: float, rank: int | No
             f"{where}rollout engine and trainer disagree after the weight sync: rms log-prob gap {check.gap:.4g} over "
             f"{check.tokens} tokens > {check.tolerance:.4g} (rollout.parity_threshold {threshold:g}, or "
             f"rollout.parity_noise_factor {factor:g} x {check.noise_after:.4g}, the gap {check.noise:.4g} the same weights "
-            "gave before the update, scaled to how sure the new weights are of the probe's tokens, or the largest of the "
-            f"last {RECENT} steps' if larger); the engine serves "
-            "weights that are neither the new ones nor the kernels' noise away from them: a half-applied or broken sync")
+            "gave before the update, scaled to how sure the new weights are of the probe's tokens, or the largest of "
+            f"the last {RECENT} steps' if larger, and at most {REFERENCE_CEILING:g} x {check.reference:.4g}, the run's "
+            "first sync's); the engine serves weights that are neither the new ones nor the kernels' noise away from "
+            "them: a half-applied or broken sync")
     if check.verdict == "lagging":
         raise ParityError(
             f"{where}the rollout engine does not serve the weights the update made: after the sync its log-probs lie "

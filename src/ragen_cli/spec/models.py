@@ -274,12 +274,30 @@ class AlgorithmSpec(Section):
         "online_k = ppo_epochs = 1) the ratio is exactly 1 and clipping never acts. train.mini_batch, when set, wins.",
     )
     rollout_is: OnOff = Field(
-        "auto", description="Weight each token's policy loss by the truncated importance ratio min(pi_old / "
-        "pi_sampler, rollout_is_cap) between the trainer's old log-probs and the rollout engine's sampling "
-        "log-probs (verl's and TRL's vLLM importance-sampling correction): the engine, not the trainer, drew the "
-        "tokens, and in bf16 the two differ. auto: on in bf16 and fp16, off in fp32 (where they agree to ~1e-6).",
+        "auto", description="Weight each token's policy loss by the importance ratio pi_old / pi_sampler between "
+        "the trainer's old log-probs and the rollout engine's sampling log-probs, at rollout_is_level and "
+        "rollout_is_mode (by default the truncated token ratio min(pi_old / pi_sampler, rollout_is_cap): verl's and "
+        "TRL's vLLM importance-sampling correction): the engine, not the trainer, drew the tokens, and in bf16 the "
+        "two differ. auto: on in bf16 and fp16, off in fp32 (where they agree to ~1e-6).",
     )
-    rollout_is_cap: float = Field(2.0, gt=1.0, description="Upper bound of the rollout importance weight (TRL's and verl's default).")
+    rollout_is_cap: float = Field(
+        2.0, gt=1.0, description="Upper bound of the rollout importance weight (TRL's and verl's default): truncate "
+        "clamps the weight at it, mask drops what lies above it.")
+    rollout_is_level: Literal["token", "sequence", "geometric"] = Field(
+        "token", description="Which ratio weighs a token (verl's rollout_is_level): token, its own; sequence, its "
+        "reply's, the product of the reply's token ratios (unbiased for the reply, high variance); geometric, "
+        "exp(mean log ratio) over the reply (a per-token average; biased, low variance).",
+    )
+    rollout_is_mode: Literal["truncate", "mask"] = Field(
+        "truncate", description="What a weight outside the band does (verl's rollout_is_mode): truncate, "
+        "min(w, rollout_is_cap) (truncated IS); mask, weight 0 outside [rollout_is_lower, rollout_is_cap] and w "
+        "inside (IcePop, arXiv 2510.18855): the token, or the whole reply at the sequence levels, leaves the policy "
+        "loss (it stays in the token-mean's denominator, as in IcePop).",
+    )
+    rollout_is_lower: float | None = Field(
+        None, gt=0.0, lt=1.0, description="Lower end of the mask mode's band; omit for 1 / rollout_is_cap (verl's "
+        "default). Below 1, so that a token the engine and the trainer agree on is always kept.",
+    )
 
 
 # ------------------------------------------------------------------------------------- train

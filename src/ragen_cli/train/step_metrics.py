@@ -89,9 +89,9 @@ def update_metrics(actor: dict, critic: dict | None) -> dict[str, float]:
     }
     if "kl_ref" in actor:
         out["actor/kl_ref"] = actor["kl_ref"]
-    if "is_truncated_frac" in actor:
-        out["actor/is_truncated_frac"] = actor["is_truncated_frac"]
-        out["actor/is_weight_mean"] = actor["is_weight_mean"]
+    for key in ("is_truncated_frac", "is_masked_frac", "is_weight_mean", "is_ess"):  # rollout correction on
+        if key in actor:
+            out[f"actor/{key}"] = actor[key]
     if critic is not None:
         out.update({"critic/value_loss": critic.get("value_loss"), "critic/grad_norm": critic.get("grad_norm"),
                     "critic/lr": critic.get("lr")})

@@ -3,9 +3,11 @@ mini-batches (one optimizer step each) and micro-batches (one forward/backward e
 
 Loss of one micro-batch (PPO eqn. 9 with StarPO's KL term, RAGEN section 3):
     L = L_clip(ratio, adv) - entropy_coef * H + kl_coef * KL(pi || pi_ref)
-each term aggregated by `algorithm.loss_agg`. A micro-batch's loss is weighted by its share of
-the mini-batch (masked tokens for token-mean, non-empty rows for the seq-mean modes) before
-backward, so the accumulated gradient equals the gradient of the mini-batch's aggregate.
+each term aggregated by `algorithm.loss_agg`; with the rollout correction on (`Plan.rollout_is_cap`),
+L_clip's tokens are weighted by `rollout_is_weights` at `algorithm.rollout_is_level` and
+`rollout_is_mode`. A micro-batch's loss is weighted by its share of the mini-batch (masked tokens
+for token-mean, non-empty rows for the seq-mean modes) before backward, so the accumulated
+gradient equals the gradient of the mini-batch's aggregate.
 
 Rows are taken in batch order, without shuffling: the batch is already a filtered set of whole
 groups, and a fixed order keeps a resumed run bit-identical to an uninterrupted one.
@@ -17,7 +19,8 @@ from collections import defaultdict
 
 import torch
 
-from ragen_cli.algos.losses import aggregate, kl, policy_loss, rollout_is_weights, value_loss
+from ragen_cli.algos.losses import (IS_SUMS, aggregate, effective_sample_size, kl, policy_loss, rollout_is_weights,
+                                    value_loss)
 from ragen_cli.train.batch import Batch, micro_slices, policy_forward, value_forward
 
 
@@ -76,7 +79,8 @@ def _actor_micro(engine, mb: Batch, rows, old_logp, adv, ref_logp, spec,
     old = logp.detach() if old_logp is None else mine(old_logp)  # None: single pass (stages.single_pass)
     weights, is_stats = None, {}
     if is_cap is not None:  # the engine drew the tokens: correct for its mismatch with pi_old
-        weights, is_stats = rollout_is_weights(old, on.sample_logp[:, :T], on.mask, is_cap)
+        weights, is_stats = rollout_is_weights(old, on.sample_logp[:, :T], on.mask, is_cap, a.rollout_is_level,
+                                               a.rollout_is_mode, a.rollout_is_lower)
     pg, stats = policy_loss(logp, old, mine(adv), on.mask, a.clip_low, a.clip_high,
                             a.dual_clip_c, a.loss_agg, weights)
     stats.update(is_stats)
@@ -97,12 +101,22 @@ def actor_update(engine, batch: Batch, old_logp, adv, ref_logp, spec, mini_rows:
                  lr_scale: float = 1.0, is_cap: float | None = None) -> dict[str, float]:
     """Train the actor on `batch` (this process's rows); returns mean stats incl. grad_norm and
     the learning rate used. `is_cap`: the rollout importance-weight cap (Plan.rollout_is_cap),
-    None for no correction."""
+    None for no correction; with it, `is_ess`: the weights' effective sample size over this
+    process's rows (`effective_sample_size` of their sums over every micro-batch: the passes
+    repeat the same weights, which leaves the ratio unchanged)."""
+    sums: dict[str, torch.Tensor | float] = defaultdict(float)
 
     def micro_loss(mb: Batch, rows: list[int]):
-        return _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec, is_cap)
+        loss, stats = _actor_micro(engine, mb, rows, old_logp, adv, ref_logp, spec, is_cap)
+        for key in IS_SUMS:
+            if key in stats:
+                sums[key] = sums[key] + stats.pop(key)
+        return loss, stats
 
-    return _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
+    out = _optimise(engine, batch, spec, mini_rows, micro_loss, lr_scale)
+    if sums:
+        out["is_ess"] = effective_sample_size(*(sums[k] for k in IS_SUMS))
+    return out
 
 
 def critic_update(engine, batch: Batch, old_values, returns, spec, mini_rows: int,
