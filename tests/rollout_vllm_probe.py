@@ -138,6 +138,7 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     # 3. full-weight sync: stale before, equal after; pushing the old weights back restores
     res["full_stale_gap"], res["full_synced_gap"], res["full_restored_gap"] = sync_round_trip(model, hf, vllm, probe, 1)
     res["full_restored_greedy_equal"] = [t.input_ids for t in greedy(vllm, tok)] == [t.input_ids for t in h]
+    res.update(engine_read_checks(model, vllm, "file"))
     # 4. LoRA: two adapter versions in turn, each served after its sync
     for version in (1, 2):
         peft_model = lora_adapter(model, f"{work}/adapter-{version}", seed=version)
@@ -165,7 +166,78 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
     vllm.weight_sync = "tensors"
     res["tensors_stale_gap"], res["tensors_synced_gap"], res["tensors_restored_gap"] = \
         sync_round_trip(model, HFBackend(model, tok), vllm, probe, 4)
+    res.update(engine_read_checks(model, vllm, "tensors"))
     return res
+
+
+SKIPPED = "model.layers.0.mlp.down_proj.weight"
+
+
+def _skip_one(worker):
+    """Make this worker's `load_weights` drop SKIPPED (an engine that silently skips a weight)."""
+    model = worker.model_runner.get_model()
+    real = model.load_weights
+    model.load_weights = lambda weights: real((n, t) for n, t in weights if n != SKIPPED)
+    model._ragen_real_load = real
+
+
+def _stale_one(old):
+    """Make the worker's `load_weights` load `old` in place of SKIPPED's new values (an engine
+    that loads a weight but keeps the last sync's values), reporting it loaded."""
+    def patch(worker):
+        model = worker.model_runner.get_model()
+        real = model.load_weights
+        model.load_weights = lambda weights: real((n, old if n == SKIPPED else t) for n, t in weights)
+        model._ragen_real_load = real
+    return patch
+
+
+def _unskip(worker):
+    model = worker.model_runner.get_model()
+    model.load_weights = model._ragen_real_load
+
+
+def engine_read_checks(model, vllm, route: str) -> dict:
+    """What the engine's workers read back from their own parameters after a push
+    (rollout/weight_sums.py), through `route`: a moved push, the same weights again (nothing
+    moved), and an engine whose load_weights skips one weight."""
+    from ragen_cli.train.sync import SyncLedger
+
+    ledger = SyncLedger(None, "float32")
+    original = {k: t.clone() for k, t in model.state_dict().items()}
+    model.load_state_dict(perturbed(model, 7, 1e-6))  # about an Adam step at lr 1e-6
+    vllm.sync(model.state_dict())
+    c = vllm.last_check
+    out = {f"{route}_check_ok": c.ok, f"{route}_check_held": c.held, f"{route}_check_params": len(c.expected),
+           f"{route}_moved_metrics": ledger.record(model, engine=c)}
+    vllm.sync(model.state_dict())
+    out[f"{route}_unmoved_metrics"] = ledger.record(model, engine=vllm.last_check)
+    model.load_state_dict(perturbed(model, 8, 1e-6))
+    vllm.llm.collective_rpc(_skip_one)
+    try:
+        vllm.sync(model.state_dict())
+    finally:
+        vllm.llm.collective_rpc(_unskip)
+    skipped = vllm.last_check
+    old = model.state_dict()[SKIPPED].clone()
+    model.load_state_dict(perturbed(model, 9, 1e-6))
+    vllm.llm.collective_rpc(_stale_one(old))
+    try:
+        vllm.sync(model.state_dict())
+    finally:
+        vllm.llm.collective_rpc(_unskip)
+    stale = vllm.last_check
+    out.update({f"{route}_stale_differ": list(stale.differ), f"{route}_stale_missing": list(stale.missing)})
+    c = skipped
+    size = dict(model.named_parameters())[SKIPPED].numel()
+    total = sum(t.numel() for n, t in model.state_dict().items() if n != "lm_head.weight")
+    out.update({f"{route}_skip_ok": c.ok, f"{route}_skip_differ": list(c.differ), f"{route}_skip_missing": list(c.missing),
+                f"{route}_skip_held": c.held, f"{route}_skip_expected_held": (total - size) / total,
+                f"{route}_skip_message": c.message(), f"{route}_skip_metrics": ledger.record(model, engine=c)})
+    model.load_state_dict(original)
+    vllm.sync(model.state_dict())
+    out[f"{route}_restored_ok"] = vllm.last_check.ok
+    return out
 
 
 if __name__ == "__main__":

@@ -84,6 +84,31 @@ def test_tensor_weight_sync_with_the_engine_in_process(probe):
     assert probe["tensors_synced_gap"] < SYNCED and probe["tensors_restored_gap"] < SYNCED
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("route", ["file", "tensors"])
+def test_the_engine_reads_back_what_it_holds_after_a_push(probe, route):
+    """Issue 72 item 5: each worker sums the parameters its load_weights loaded, read from its own
+    memory, and the trainer compares them with the pushed tensors (rollout/weight_sums.py).
+    tiny-random has 2 layers: 2 x (qkv, o, gate_up, down, 2 norms) + embed_tokens + norm = 14
+    engine parameters (lm_head is tied)."""
+    assert probe[f"{route}_check_ok"] and probe[f"{route}_check_held"] == 1.0
+    assert probe[f"{route}_check_params"] == 14
+    # a push that moved every weight by ~1e-6: all of it held; the same weights again: no metric
+    assert probe[f"{route}_moved_metrics"] == {"sync/update_kept": 1.0}
+    assert probe[f"{route}_unmoved_metrics"] == {}
+    # an engine whose load_weights skipped one weight: the check names it, and the share held and
+    # the update kept are the other weights' share of the elements
+    assert not probe[f"{route}_skip_ok"] and probe[f"{route}_skip_differ"] == []
+    assert probe[f"{route}_skip_missing"] == ["model.layers.0.mlp.down_proj.weight"]
+    assert probe[f"{route}_skip_held"] == pytest.approx(probe[f"{route}_skip_expected_held"], abs=1e-12)
+    assert probe[f"{route}_skip_metrics"]["sync/update_kept"] == pytest.approx(probe[f"{route}_skip_expected_held"])
+    assert "1 pushed weight(s) not loaded by the engine (model.layers.0.mlp.down_proj.weight)" in \
+        probe[f"{route}_skip_message"]
+    # an engine that loaded that weight with the last sync's values (1e-6 away): named as differing
+    assert probe[f"{route}_stale_differ"] == ["model.layers.0.mlp.down_proj.weight"]
+    assert probe[f"{route}_stale_missing"] == [] and probe[f"{route}_restored_ok"]
+
+
 def test_tensor_sync_refuses_an_engine_in_another_process(tiny_model_dir, monkeypatch):
     from ragen_cli.rollout.vllm_backend import VLLMBackend
 

@@ -125,3 +125,103 @@ def test_bandit_plan_serves_a_bf16_trainer_without_rounding(device, engine):
     assert plan.precision == "bf16" and plan.lora_sync == ("merged" if device == "cpu" else "adapter")
     assert plan.vllm["dtype"] == engine == plan.placement["rollout"]["dtype"]
     assert plan.placement["actor"]["dtype"] == "bfloat16"
+
+
+# ----------------------------------------------------------------- what the engine holds (issue 72, items 5, 6)
+def test_engine_names_and_expected_sums_of_fused_layers_by_hand():
+    from ragen_cli.rollout.weight_sums import engine_name, expected_sums
+
+    packed = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"]}
+    assert engine_name("model.layers.0.self_attn.k_proj.weight", packed) == "model.layers.0.self_attn.qkv_proj.weight"
+    assert engine_name("model.layers.3.mlp.up_proj.weight", packed) == "model.layers.3.mlp.gate_up_proj.weight"
+    assert engine_name("model.norm.weight", packed) == "model.norm.weight"
+    tensors = {"a.q_proj.weight": torch.tensor([1.0, -2.0]), "a.k_proj.weight": torch.tensor([3.0]),
+               "a.v_proj.weight": torch.tensor([-0.5]), "b.weight": torch.tensor([[2.0, 2.0]])}
+    # qkv: sum 1 - 2 + 3 - 0.5 = 1.5; squares 1 + 4 + 9 + 0.25 = 14.25; |.| 1 + 2 + 3 + 0.5 = 6.5
+    assert expected_sums(tensors, packed) == {"a.qkv_proj.weight": (1.5, 14.25, 6.5), "b.weight": (4.0, 8.0, 4.0)}
+
+
+def test_a_push_is_checked_against_what_the_engine_read_back():
+    from ragen_cli.rollout.weight_sums import compare, update_kept
+
+    expected = {"w": (1.5, 14.25, 6.5), "v": (4.0, 8.0, 4.0), "u": (0.0, 2.0, 2.0)}
+    sizes = {"w": 4, "v": 2, "u": 2}
+    same = compare(expected, dict(expected), sizes)
+    assert same.ok and same.held == 1.0
+    # "v" kept its old values (its sums are the last push's), "u" was never loaded: 4 of 8 elements held
+    engine = {"w": expected["w"], "v": (3.9, 7.6, 3.9)}
+    bad = compare(expected, engine, sizes)
+    assert (bad.missing, bad.differ, bad.held, bad.ok) == (("u",), ("v",), 0.5, False)
+    assert bad.message() == ("the rollout engine does not serve the trained weights: 1 pushed weight(s) not loaded "
+                             "by the engine (u); 1 engine weight(s) differ from the pushed ones (v) (0.500000 of the "
+                             "pushed elements held)")
+    # summation order alone (a fused layer summed in parts): ~1e-16 relative, within the tolerance
+    assert compare(expected, {**expected, "w": (1.5 + 1e-15, 14.25, 6.5)}, sizes).ok
+    # update_kept: the first push counts every parameter as moved; then only the moved ones count,
+    # and nothing moved is no metric at all
+    assert update_kept(None, same) == {"sync/update_kept": 1.0}
+    moved = compare({**expected, "w": (1.6, 14.3, 6.6)}, {**expected, "w": (1.6, 14.3, 6.6)}, sizes)
+    assert update_kept(same, moved) == {"sync/update_kept": 1.0} and update_kept(moved, moved) == {}
+    # the update moved w (4 elements) and v (2); the engine kept v's old values: 4 of 6 held
+    now = compare({**expected, "w": (1.6, 14.3, 6.6), "v": (4.1, 8.2, 4.1)},
+                  {**expected, "w": (1.6, 14.3, 6.6)}, sizes)
+    assert update_kept(same, now) == {"sync/update_kept": pytest.approx(4 / 6)}
+
+
+def test_full_weight_ledger_reads_the_engine_and_says_nothing_when_nothing_moved():
+    from ragen_cli.rollout.weight_sums import compare
+
+    ledger = SyncLedger(None, "float32")
+    model = torch.nn.Linear(2, 2)
+    assert ledger.record(model) == {}  # an engine that reports nothing (the HF backend): no claim
+    e = {"w": (1.0, 1.0, 1.0)}
+    assert ledger.record(model, engine=compare(e, e, {"w": 1})) == {"sync/update_kept": 1.0}
+    assert ledger.record(model, engine=compare(e, e, {"w": 1})) == {}  # a step where nothing moved
+
+
+def test_an_embedding_lora_is_merged_into_the_pushed_weights_and_measured(tiny_model_dir):
+    """With `embed_tokens` among the targets peft gives the embedding `lora_embedding_A` / `_B`
+    (not `lora_A`): the merged push must fold it in as peft's own merge does, and the ledger
+    must count its change."""
+    from peft import LoraConfig, get_peft_model
+
+    from ragen_cli.models.load import load_causal_lm
+    from ragen_cli.train.lora import merged_state_dict
+
+    torch.manual_seed(0)
+    model = get_peft_model(load_causal_lm(tiny_model_dir, "float32"),
+                           LoraConfig(r=4, lora_alpha=8, target_modules=["embed_tokens", "q_proj"],
+                                      init_lora_weights=False))
+    layers = lora_layers(model)
+    assert "base_model.model.model.embed_tokens" in layers
+    emb = model.base_model.model.model.embed_tokens
+    delta = (emb.lora_embedding_B["default"] @ emb.lora_embedding_A["default"]).T * 2.0  # alpha / r = 2
+    merged = merged_state_dict(model)
+    base = emb.get_base_layer().weight
+    assert float(delta.abs().max()) > 1e-3  # a real change to carry
+    assert torch.allclose(merged["model.embed_tokens.weight"], base + delta, atol=1e-6)
+    # the ledger measures the embedding's change too: a push that keeps the old embedding is seen
+    ledger = SyncLedger("merged", "float32")
+    ledger.start(model)
+    with torch.no_grad():
+        emb.lora_embedding_B["default"].mul_(2.0)  # the embedding's delta doubles; q_proj's stays
+    full = merged_state_dict(model)
+    assert ledger.record(model, pushed=full) == {"sync/update_kept": pytest.approx(1.0, abs=1e-5),
+                                                 "sync/update_error": pytest.approx(0.0, abs=1e-3)}
+    with torch.no_grad():
+        emb.lora_embedding_B["default"].mul_(2.0)
+    stale = {**merged_state_dict(model), "model.embed_tokens.weight": full["model.embed_tokens.weight"]}
+    assert ledger.record(model, pushed=stale)["sync/update_kept"] == pytest.approx(0.0, abs=1e-5)
+
+
+def test_an_adapter_on_a_tied_embedding_is_refused(tiny_model_dir):
+    """tiny-random (as SmolLM2) ties embed_tokens to lm_head: an adapter there would change the
+    trainer's input embedding only, and both in a merged engine."""
+    from ragen_cli.models.load import load_causal_lm
+    from ragen_cli.spec.models import LoraSpec
+    from ragen_cli.train.lora import wrap
+
+    model = load_causal_lm(tiny_model_dir, "float32")
+    with pytest.raises(ValueError, match="names the input embedding .Embedding., which this model ties"):
+        wrap(model, LoraSpec(target_modules=["embed_tokens", "q_proj"]))
+    assert "embed_tokens" not in str(wrap(model, LoraSpec(target_modules=["q_proj"])).peft_config["default"].target_modules)

@@ -7,7 +7,9 @@
   log-prob, which vLLM computes from the raw logits (`logprobs_mode="raw_logprobs"`, i.e.
   temperature 1 and no top-p), like the HF backend and the trainer.
 - `sync(state_dict)`: full weights through the worker extension (a safetensors file in
-  /dev/shm; tied `lm_head.weight` dropped), then `reset_prefix_cache()`. `sync(adapter_dir)`: LoRA, a new
+  /dev/shm; tied `lm_head.weight` dropped), then `reset_prefix_cache()`. Each worker sums the
+  parameters its `load_weights` loaded, read back from its own memory, and `last_check` holds
+  them compared with the pushed tensors (rollout/weight_sums.py). `sync(adapter_dir)`: LoRA, a new
   `LoRARequest` id for each new adapter version so the engine loads it.
 - `score(ids)`: `prompt_logprobs=0` on a 1-token greedy request.
 
@@ -104,6 +106,8 @@ class VLLMBackend:
             self.llm = LLM(**quiet_load({k: str(self.model_dir) if v == MODEL_DIR else v for k, v in engine_args.items()},
                                         os.environ))
         self.tied = bool(getattr(self.llm.llm_engine.model_config.hf_config, "tie_word_embeddings", False))
+        self._packed: dict | None = None  # the model's fused layers (`ragen_packed_modules`), asked once
+        self.last_check = None  # the last full-weight push, checked in the engine (rollout/weight_sums.py)
 
     # ------------------------------------------------------------------ interface
     def generate(self, prompts: list[list[int]], *, n: int, max_tokens: int, temperature: float,
@@ -190,12 +194,25 @@ class VLLMBackend:
         if not tensors:
             raise ValueError("sync got an empty state dict")
         if keep:  # the worker in this process (CUDA): by reference
-            loaded = self.llm.collective_rpc("ragen_load_tensors", args=(tensors,))
+            answers = self.llm.collective_rpc("ragen_load_tensors", args=(tensors,))
         else:
-            loaded = self._sync_file(tensors)
-        if any(count != len(tensors) for count in loaded):
-            raise RuntimeError(f"weight sync loaded {loaded} tensors of {len(tensors)}")
+            answers = self._sync_file(tensors)
         self.lora_request = None  # the weights are the whole policy now; no adapter on top
+        self.last_check = self._check(tensors, answers)
+
+    def _check(self, tensors: dict, answers: list[dict]):
+        """What each worker read back from its own parameters against what was pushed
+        (rollout/weight_sums.py): the worst worker's `EngineCheck`."""
+        from ragen_cli.rollout.weight_sums import compare, engine_name, expected_sums
+
+        if self._packed is None:
+            self._packed = self.llm.collective_rpc("ragen_packed_modules")[0]
+        expected = expected_sums(tensors, self._packed)
+        sizes: dict[str, int] = {}
+        for name, t in tensors.items():
+            key = engine_name(name, self._packed)
+            sizes[key] = sizes.get(key, 0) + t.numel()
+        return min((compare(expected, a["sums"], sizes) for a in answers), key=lambda c: c.held)
 
     def _sync_file(self, tensors: dict) -> list[int]:
         import tempfile

@@ -19,30 +19,39 @@ WEIGHT_LOADER_V2_SUPPORTED = ("UnquantizedLinearMethod", "CompressedTensorsLinea
 class WeightSyncExtension:
     """Mixed into vLLM's worker class; call through `llm.collective_rpc("ragen_load_weights", ...)`."""
 
-    def ragen_load_weights(self, path: str) -> int:
+    def ragen_load_weights(self, path: str) -> dict:
         """Load the safetensors file `path` (an HF-named state dict, written by the backend on
-        the same machine); returns the number of tensors loaded."""
+        the same machine); returns what `ragen_load_tensors` returns."""
         from safetensors.torch import load_file
 
         return self.ragen_load_tensors(load_file(path))
 
-    def ragen_load_tensors(self, tensors: dict) -> int:
+    def ragen_packed_modules(self) -> dict:
+        """The model's fused layers and their Hugging Face parts (`packed_modules_mapping`)."""
+        return dict(getattr(self.model_runner.get_model(), "packed_modules_mapping", None) or {})
+
+    def ragen_load_tensors(self, tensors: dict) -> dict:
         """Load an HF-named state dict of tensors (handed over by reference when the engine runs
-        in the trainer's process, rollout weight_sync "tensors"); returns the number loaded."""
+        in the trainer's process, rollout weight_sync "tensors"). Returns {"sums": the sums of
+        each parameter `load_weights` loaded, read back from the engine's own parameters before
+        they are packed (rollout/weight_sums.py)}."""
         from vllm.model_executor.layers.linear import LinearBase
+
+        from ragen_cli.rollout.weight_sums import param_sums
 
         model = self.model_runner.get_model()
         for module in model.modules():
             if isinstance(module, LinearBase) and module.weight.numel() == 0:
                 _recreate_weight(module)
-        model.load_weights(weights=iter(tensors.items()))
+        loaded = model.load_weights(weights=iter(tensors.items()))
+        sums = param_sums(model, set(loaded) if loaded is not None else None)
         for module in model.modules():
             method = getattr(module, "quant_method", None)
             if hasattr(module, "base_layer"):
                 continue  # a LoRA wrapper: its base layer is visited on its own
             if method is not None and hasattr(method, "process_weights_after_loading"):
                 method.process_weights_after_loading(module)
-        return len(tensors)
+        return {"sums": sums}
 
 
 def _recreate_weight(module) -> None:

@@ -18,8 +18,8 @@ MODEL_PREFIX = "base_model.model."
 
 @dataclass(frozen=True)
 class Factors:
-    """One LoRA-adapted linear layer: its base weight W (out x in, or in x out with
-    `transpose`: GPT-2's Conv1D), the adapter's A (r x in) and B (out x r), and alpha / r."""
+    """One LoRA-adapted layer: its base weight W (out x in, or in x out with `transpose`: GPT-2's
+    Conv1D, and an embedding's vocab x dim), the adapter's A (r x in) and B (out x r), and alpha / r."""
 
     base: torch.Tensor
     a: torch.Tensor
@@ -54,9 +54,15 @@ def lora_layers(peft_model) -> dict[str, Factors]:
     adapter = peft_model.active_adapter
     out = {}
     for name, mod in peft_model.named_modules():
-        if isinstance(mod, LoraLayer) and adapter in mod.lora_A:
+        if not isinstance(mod, LoraLayer):
+            continue
+        if adapter in mod.lora_A:
             out[name] = Factors(mod.get_base_layer().weight, mod.lora_A[adapter].weight, mod.lora_B[adapter].weight,
                                 float(mod.scaling[adapter]), bool(getattr(mod, "fan_in_fan_out", False)))
+        elif adapter in getattr(mod, "lora_embedding_A", {}):
+            # an embedding's adapter: A (r x vocab), B (dim x r), delta (B A)^T (peft's Embedding.get_delta_weight)
+            out[name] = Factors(mod.get_base_layer().weight, mod.lora_embedding_A[adapter],
+                                mod.lora_embedding_B[adapter], float(mod.scaling[adapter]), True)
     return out
 
 
@@ -82,6 +88,13 @@ def wrap(model, lora_spec, task_type: str = "CAUSAL_LM"):
     """`model` with fresh LoRA adapters (B = 0, so the wrapped model starts equal to `model`)."""
     from peft import get_peft_model
 
+    tied = getattr(model.config, "tie_word_embeddings", False) and model.get_output_embeddings() is not None
+    embedding = type(model.get_input_embeddings()).__name__
+    targets = lora_spec.target_modules
+    if tied and targets != "all-linear" and any(name in ("embed_tokens", "wte", "word_embeddings") for name in targets):
+        raise ValueError(f"model.lora.target_modules names the input embedding ({embedding}), which this model ties "
+                         "to its output layer: the trainer's output layer would not see the adapter, while a merged "
+                         "sync, the engine and an export would (peft issue 2777); leave the embedding out")
     return get_peft_model(model, lora_config(lora_spec, task_type))
 
 

@@ -77,6 +77,7 @@ class SyncLedger:
         self.mode, self.dtype = mode, getattr(torch, engine_dtype)
         self.trainer: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
         self.engine: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self.last_engine: Any = None  # full weights: the last push as the engine read it back
 
     def start(self, module) -> None:
         """The engine serves the trainer's current weights (a fresh run: both hold the base
@@ -85,16 +86,22 @@ class SyncLedger:
             self.trainer = _snapshot(lora_layers(module))
             self.engine = dict(self.trainer)
 
-    def record(self, module, pushed: dict | None = None, adapter_dir: Path | None = None) -> dict[str, float]:
+    def record(self, module, pushed: dict | None = None, adapter_dir: Path | None = None,
+               engine: Any = None) -> dict[str, float]:
         """After a sync: the fidelity of the engine's change to the trainer's since the last one.
         `pushed`: what a merged sync handed the engine (`lora.merged_state_dict`; None: merged
         here again); `adapter_dir`: what an adapter sync wrote (the engine's A and B are read
-        back from it)."""
+        back from it); `engine`: the push as the engine's workers read it back from their own
+        parameters (`weight_sums.EngineCheck`; None for an engine that cannot report it)."""
         if self.mode is None:
-            # full weights: the engine receives the trainer's own tensors in the trainer's dtype
-            # (`engine_dtype`), so its change is the trainer's, element for element
-            dtypes = {p.dtype for p in module.parameters()}
-            return {"sync/update_kept": 1.0, "sync/update_error": 0.0} if dtypes == {self.dtype} else {}
+            # full weights: which of the parameters the update moved the engine holds at their new
+            # values, read in the engine (rollout/weight_sums.py); nothing when nothing moved
+            from ragen_cli.rollout.weight_sums import update_kept
+
+            if engine is None:
+                return {}
+            out, self.last_engine = update_kept(self.last_engine, engine), engine
+            return out
         layers = lora_layers(module)
         if self.trainer is None:
             self.start(module)
@@ -124,7 +131,13 @@ def _read_adapter(adapter_dir: Path | None, layers: dict[str, Factors]) -> dict[
     if adapter_dir is None:
         raise ValueError("an adapter sync's fidelity needs the adapter directory it wrote")
     saved = load_file(str(Path(adapter_dir) / "adapter_model.safetensors"))
-    return {name: (saved[f"{name}.lora_A.weight"], saved[f"{name}.lora_B.weight"]) for name in layers}
+
+    def ab(name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        if f"{name}.lora_A.weight" in saved:
+            return saved[f"{name}.lora_A.weight"], saved[f"{name}.lora_B.weight"]
+        return saved[f"{name}.lora_embedding_A"], saved[f"{name}.lora_embedding_B"]  # an embedding's
+
+    return {name: ab(name) for name in layers}
 
 
 @dataclass(frozen=True)
@@ -200,7 +213,11 @@ class WeightSync:
         else:
             self.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
         seconds = time.perf_counter() - start
-        return {"timing/sync_s": seconds, **self.ledger.record(module, merged, adapter)}
+        engine = getattr(self.backend, "last_check", None) if self.mode != "adapter" else None
+        if engine is not None:
+            agreed_engine(engine, self.rank, self.world)
+        held = {} if engine is None else {"sync/engine_held": engine.held}
+        return {"timing/sync_s": seconds, **held, **self.ledger.record(module, merged, adapter, engine)}
 
     def logprobs(self, probe: Batch) -> tuple[list[float], list[float]]:
         """(trainer, engine) log-probs of the sampled tokens of the probe's sequences, in row order."""
@@ -249,6 +266,20 @@ def agreed_sync(check, rank: int, world: int, rollout):
     bad = ruling(checks, rank)
     check_sync(checks[bad], rollout.parity_threshold, rollout.parity_noise_factor, rank=bad if world > 1 else None)
     return check
+
+
+def agreed_engine(check, rank: int, world: int) -> None:
+    """Every rank raises ParityError when any rank's engine did not load the pushed weights
+    (`weight_sums.EngineCheck`), naming that rank; none waits on a rank that stopped."""
+    from ragen_cli.rollout.parity import ParityError
+
+    checks = [check] * world
+    if world > 1:
+        torch.distributed.all_gather_object(checks, check)
+    bad = next((r for r, c in enumerate(checks) if not c.ok), None)
+    if bad is not None:
+        where = f" (rank {bad})" if world > 1 else ""
+        raise ParityError(checks[bad].message() + where)
 
 
 def push_weights(run, tag: str) -> dict[str, float]:
