@@ -225,3 +225,15 @@ def test_an_adapter_on_a_tied_embedding_is_refused(tiny_model_dir):
     with pytest.raises(ValueError, match="names the input embedding .Embedding., which this model ties"):
         wrap(model, LoraSpec(target_modules=["embed_tokens", "q_proj"]))
     assert "embed_tokens" not in str(wrap(model, LoraSpec(target_modules=["q_proj"])).peft_config["default"].target_modules)
+
+
+def test_a_push_the_engine_did_not_load_stops_the_run_naming_the_weight():
+    """The loop saves and stops on a ParityError (train/loop.py); the engine check raises one."""
+    from ragen_cli.rollout.parity import ParityError
+    from ragen_cli.rollout.weight_sums import compare
+    from ragen_cli.train.sync import agreed_engine
+
+    e = {"w": (1.0, 1.0, 1.0), "v": (2.0, 2.0, 2.0)}
+    agreed_engine(compare(e, e, {"w": 1, "v": 3}), rank=0, world=1)  # held: nothing raised
+    with pytest.raises(ParityError, match=r"1 pushed weight\(s\) not loaded by the engine \(v\) \(0.250000 of"):
+        agreed_engine(compare(e, {"w": e["w"]}, {"w": 1, "v": 3}), rank=0, world=1)
