@@ -19,14 +19,7 @@ import gymnasium
 import numpy as np
 
 from ragen_cli.envs.config import config_from_dict
-from ragen_cli.spec.refs import SPEC_DIR_VAR
-
-
-def module_dirs() -> list[str]:
-    """Where `module:name` references are imported from, first to last: the spec's folder, then
-    the directory ragen runs in (then the installed packages)."""
-    dirs = [d for d in os.environ.get(SPEC_DIR_VAR, "").split(os.pathsep) if d] + [os.getcwd()]
-    return list(dict.fromkeys(os.path.abspath(d) for d in dirs))
+from ragen_cli.user_code import module_dirs
 
 
 def _looked_in(dirs: list[str]) -> str:

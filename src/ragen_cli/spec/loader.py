@@ -20,7 +20,7 @@ from ragen_cli.spec.checks import cross_field_problems
 from ragen_cli.spec.errors import Problem, SpecError, join_path, split_path
 from ragen_cli.spec.models import AlgorithmSpec, RunSpec
 from ragen_cli.spec.plain_errors import rewrite
-from ragen_cli.spec.refs import use_spec_folder
+from ragen_cli.user_code import use_spec_folder
 from ragen_cli.spec.presets import PRESETS, Source, leaf_paths, merge_under, resolve_provenance
 from ragen_cli.spec.yamlpos import Located, load_located, load_scalar
 

@@ -17,9 +17,6 @@ from typing import Any, Iterator
 
 # Used only when ragen_cli.models.builtin cannot be imported (it lists the same two names).
 FALLBACK_BUILTIN_MODELS = ("smollm2-135m-instruct", "tiny-random")
-SPEC_DIR_VAR = "RAGEN_SPEC_DIR"
-"""The folder of the spec being run, where `module:name` references are imported from first
-(`envs.base.import_ref`): set by `use_spec_folder`, inherited by the processes a run starts."""
 HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -48,15 +45,6 @@ def model_problems(name: str) -> list[str]:
     close = difflib.get_close_matches(name, builtins, n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else f"; built-in models: {', '.join(builtins)}"
     return [f"unknown model '{name}': not a built-in, a local directory or a hub id (org/name){hint}"]
-
-
-def use_spec_folder(spec_file: str | Path) -> None:
-    """Import the spec's modules from its folder first. A run directory's spec.yaml (plan.json
-    beside it) keeps the folder of the spec that started the run (inherited from `ragen train`)."""
-    folder = Path(spec_file).resolve().parent
-    if (folder / "plan.json").is_file() and os.environ.get(SPEC_DIR_VAR):
-        return
-    os.environ[SPEC_DIR_VAR] = str(folder)
 
 
 def hub_cache_problem(name: str) -> str:
