@@ -146,6 +146,11 @@ def checks(model, tok, hf, vllm, work: str) -> dict:
         res[f"lora{version}_stale_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
         vllm.sync(f"{work}/adapter-{version}")
         res[f"lora{version}_synced_gap"] = parity_gap(trainer.score(probe), vllm.score(probe))
+        c = vllm.adapter_check(f"{work}/adapter-{version}")  # what the engine's LoRA slot holds
+        res[f"lora{version}_check"] = [c.ok, c.held, len(c.expected)]
+        if version == 2:  # checked against the other version's file: every layer differs
+            c = vllm.adapter_check(f"{work}/adapter-1")
+            res["lora_wrong_file_check"] = [c.ok, len(c.differ), len(c.expected)]
         model = peft_model.unload()  # back to the plain base model for the next version
     # 5. LoRA folded into full weights (rollout.lora_sync merged): pushed as a state dict, it
     # replaces the served adapter and vLLM serves the peft model's policy

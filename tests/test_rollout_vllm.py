@@ -68,6 +68,15 @@ def test_lora_sync_serves_each_new_adapter(probe):
 
 
 @pytest.mark.slow
+def test_the_engine_reads_back_the_adapter_it_serves(probe):
+    """An adapter sync, read in the engine: the A and scaled B in each layer's LoRA slot against
+    the adapter file's. all-linear on tiny-random's 2 layers: qkv, o, gate_up, down each, A and B
+    = 16 sums; checked against the other version's file, all 16 differ."""
+    assert probe["lora1_check"] == [True, 1.0, 16] and probe["lora2_check"] == [True, 1.0, 16]
+    assert probe["lora_wrong_file_check"] == [False, 16, 16]
+
+
+@pytest.mark.slow
 def test_merged_lora_sync_serves_the_adapted_policy(probe):
     """rollout.lora_sync merged: W + (alpha/r) B A pushed as full weights."""
     assert probe["merged_stale_gap"] > STALE

@@ -225,6 +225,24 @@ class VLLMBackend:
             save_file(tensors, str(path))
             return self.llm.collective_rpc("ragen_load_weights", args=(str(path),))
 
+    def adapter_check(self, adapter_dir: Path):
+        """After an adapter sync: activate the new adapter with a 2-token request, then compare
+        the LoRA weights each worker serves in its slot with the adapter file's
+        (`weight_sums.adapter_sums`); the worst worker's `EngineCheck`."""
+        from ragen_cli.rollout.weight_sums import EngineCheck, adapter_sums, compare
+
+        self.score([0, 0])
+        answers = self.llm.collective_rpc("ragen_lora_sums", args=(self._lora_version,))
+        if self._packed is None:
+            self._packed = self.llm.collective_rpc("ragen_packed_modules")[0]
+        checks = []
+        for a in answers:
+            if a is None:  # the adapter is not in any slot: nothing of it is served
+                return EngineCheck(("the adapter " + str(adapter_dir),), (), 0.0)
+            expected, sizes = adapter_sums(adapter_dir, a["dtype"], self._packed)
+            checks.append(compare(expected, a["sums"], sizes))
+        return min(checks, key=lambda c: c.held)
+
     def _sync_lora(self, adapter_dir: Path) -> None:
         from vllm.lora.request import LoRARequest
 

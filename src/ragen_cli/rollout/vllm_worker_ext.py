@@ -30,6 +30,27 @@ class WeightSyncExtension:
         """The model's fused layers and their Hugging Face parts (`packed_modules_mapping`)."""
         return dict(getattr(self.model_runner.get_model(), "packed_modules_mapping", None) or {})
 
+    def ragen_lora_sums(self, lora_id: int) -> dict | None:
+        """The sums of the LoRA A and B (scaling folded in, as vLLM serves them) that the adapter
+        `lora_id` occupies in each layer's slot of the stacked buffers the kernels read, by layer
+        name (`name.lora_a`, `name.lora_b`) and with their dtype; None while it is not active."""
+        from ragen_cli.rollout.weight_sums import tensor_sums
+
+        manager = self.model_runner.lora_manager._adapter_manager
+        if lora_id not in manager.lora_index_to_id:
+            return None
+        slot = manager.lora_index_to_id.index(lora_id)
+        sums, dtype = {}, None
+        for name, module in manager.modules.items():
+            for side in ("a", "b"):
+                stacked = getattr(module, f"lora_{side}_stacked", None)
+                if stacked is None:
+                    continue
+                parts = [tensor_sums(t[slot]) for t in stacked]
+                sums[f"{name}.lora_{side}"] = tuple(sum(p[i] for p in parts) for i in range(3))
+                dtype = str(stacked[0].dtype).removeprefix("torch.")
+        return {"sums": sums, "dtype": dtype}
+
     def ragen_load_tensors(self, tensors: dict) -> dict:
         """Load an HF-named state dict of tensors (handed over by reference when the engine runs
         in the trainer's process, rollout weight_sync "tensors"). Returns {"sums": the sums of

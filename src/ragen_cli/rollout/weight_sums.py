@@ -50,15 +50,19 @@ def param_sums(model: Any, names: set[str] | None) -> dict[str, tuple[float, flo
             if wanted is None or _plain(name) in wanted}
 
 
+def engine_layer(hf_layer: str, packed: dict[str, list[str]]) -> str:
+    """The engine layer a Hugging Face layer is part of: `...self_attn.q_proj` ->
+    `...self_attn.qkv_proj` under Llama's `packed_modules_mapping`; other layers keep their name."""
+    parent, _, module = hf_layer.rpartition(".")
+    fused = next((f for f, parts in packed.items() if module in parts), module)
+    return f"{parent}.{fused}" if parent else fused
+
+
 def engine_name(hf_name: str, packed: dict[str, list[str]]) -> str:
     """The engine parameter a Hugging Face tensor is loaded into: `...q_proj.weight` ->
-    `...qkv_proj.weight` under Llama's `packed_modules_mapping`; other names are the engine's."""
+    `...qkv_proj.weight`."""
     owner, _, leaf = hf_name.rpartition(".")
-    parent, _, module = owner.rpartition(".")
-    for fused, parts in packed.items():
-        if module in parts:
-            return f"{parent}.{fused}.{leaf}" if parent else f"{fused}.{leaf}"
-    return hf_name
+    return f"{engine_layer(owner, packed)}.{leaf}"
 
 
 def expected_sums(tensors: dict[str, Any], packed: dict[str, list[str]]) -> dict[str, tuple[float, float, float]]:
@@ -127,3 +131,34 @@ def update_kept(previous: EngineCheck | None, now: EngineCheck) -> dict[str, flo
     bad = set(now.missing) | set(now.differ)
     total = sum(now.sizes[n] for n in moved)
     return {"sync/update_kept": sum(now.sizes[n] for n in moved if n not in bad) / total}
+
+
+def adapter_sums(adapter_dir: Any, dtype: str, packed: dict[str, list[str]]) -> tuple[dict, dict]:
+    """What an engine serving the PEFT adapter in `adapter_dir` holds in its LoRA slot, layer by
+    layer (`name.lora_a`, `name.lora_b` under the engine's layer names): A as saved and B times the
+    adapter's scaling, both in the engine's LoRA `dtype` (vLLM casts them on loading and folds
+    the scaling into B, `LoRALayerWeights.optimize`), summed as `tensor_sums`; and their sizes."""
+    import json
+    from pathlib import Path
+
+    import torch
+    from safetensors.torch import load_file
+
+    config = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    r, alpha = config["r"], config["lora_alpha"]
+    scaling = alpha / r ** 0.5 if config.get("use_rslora") else alpha / r
+    dt = getattr(torch, dtype)
+    out: dict[str, list[float]] = {}
+    sizes: dict[str, int] = {}
+    for key, t in load_file(str(Path(adapter_dir) / "adapter_model.safetensors")).items():
+        for tag, side in ((".lora_A.weight", "a"), (".lora_B.weight", "b"), (".lora_embedding_A", "a"),
+                          (".lora_embedding_B", "b")):
+            if key.endswith(tag):
+                layer = engine_layer(key[: -len(tag)].removeprefix("base_model.model."), packed)
+                value = t.to(dt) * scaling if side == "b" else t.to(dt)
+                name = f"{layer}.lora_{side}"
+                acc = out.setdefault(name, [0.0, 0.0, 0.0])
+                for i, v in enumerate(tensor_sums(value)):
+                    acc[i] += v
+                sizes[name] = sizes.get(name, 0) + t.numel()
+    return {k: (v[0], v[1], v[2]) for k, v in out.items()}, sizes

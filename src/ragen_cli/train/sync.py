@@ -213,7 +213,10 @@ class WeightSync:
         else:
             self.backend.sync({k: v.detach() for k, v in module.state_dict().items()})
         seconds = time.perf_counter() - start
-        engine = getattr(self.backend, "last_check", None) if self.mode != "adapter" else None
+        if self.mode == "adapter":
+            engine = self.backend.adapter_check(adapter) if hasattr(self.backend, "adapter_check") else None
+        else:
+            engine = getattr(self.backend, "last_check", None)
         if engine is not None:
             agreed_engine(engine, self.rank, self.world)
         held = {} if engine is None else {"sync/engine_held": engine.held}
