@@ -5,6 +5,7 @@ subprocess where the import state matters, Typer's CliRunner elsewhere."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -289,3 +290,79 @@ def test_header_names_failed_and_stopped_runs():
     assert run_state([{"kind": "end", "step": 4, "stopped": True, "interrupted": False}], 10) == "stopped at step 4 of 10"
     assert run_state([{"kind": "end", "step": 9, "stopped": False, "interrupted": False}], 10) == "finished"
     assert run_state([{"kind": "start", "step": 0}], 10) == "running"
+
+
+# ---------------------------------------------------------------- 8: --help in click's words
+def _command_paths(command, path=()):
+    """Every command of the tree as its argv prefix: (), ('init',), ('envs', 'show'), ..."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _command_paths(sub, (*path, name))
+
+
+def _help(path) -> str:
+    result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _usage(path) -> str:
+    return _help(path).strip().splitlines()[0].strip()
+
+
+def _row(text: str, option: str) -> str:
+    """The help row that starts with `option`, whitespace collapsed, box edges dropped."""
+    [line] = [ln for ln in text.splitlines() if ln.strip("│ ").startswith(option + " ")]
+    return " ".join(line.strip("│ ").split())
+
+
+def test_no_help_shows_a_python_type_or_a_braced_argument():
+    import typer
+
+    root = typer.main.get_command(app)
+    paths = list(_command_paths(root))
+    assert ("envs", "show") in paths and ("validate",) in paths
+    for path in paths:
+        text = _help(path)
+        usage = text.strip().splitlines()[0]
+        assert "{" not in usage and "[spec]" not in usage, (path, usage)
+        assert not re.search(r"<(bool|str|int|float|path|Path|list\[|\w+ range|[\w]+,[\w]+)", text), (path, text)
+
+
+def test_help_reads_as_the_readme_writes_commands():
+    assert _usage(("validate",)) == "Usage: ragen validate [OPTIONS] SPEC"
+    assert _usage(("train",)) == "Usage: ragen train [OPTIONS] [SPEC]"
+    assert _usage(("export",)) == "Usage: ragen export [OPTIONS] CHECKPOINT OUT"
+    assert _usage(("health",)) == "Usage: ragen health [OPTIONS] RUN_DIRS..."
+    text = _help(("eval",))
+    assert _row(text, "--compare") == "--compare A B Two checkpoints or models, A B, on the same seeds."
+    assert _row(text, "--backend") == "--backend [vllm|hf|auto] vllm, hf or auto (default: the spec's rollout.backend)."
+    assert _row(text, "--greedy") == "--greedy Greedy decoding (temperature 0)."  # a flag: no metavar
+    assert _row(text, "--seed") == "--seed INTEGER [x>=0] First seed (default: the spec's val.seed, 123)."
+    assert _row(_help(("train",)), "--set") == "--set KEY=VALUE Override a value: --set train.steps=10 (repeatable)."
+    assert _row(_help(("envs", "show")), "--set") == (
+        "--set KEY=VALUE Env config override key=value (YAML value); repeatable.")
+    assert _row(_help(("init",)), "--template").startswith(
+        "--template -t NAME The template: guess (a custom env), dataset (prompts + a reward function)")
+
+
+def test_validate_schema_needs_no_spec_and_a_missing_spec_is_a_usage_error():
+    assert runner.invoke(app, ["validate", "--schema"]).output.startswith("{")
+    result = runner.invoke(app, ["validate"])
+    assert result.exit_code == 2 and "Missing argument 'SPEC'." in result.output
+
+
+def test_command_list_has_one_sentence_each_and_help_has_no_hard_breaks():
+    import typer
+
+    root = typer.main.get_command(app)
+    validate = root.commands["validate"]
+    # the docstring's first sentence, its three source lines joined
+    assert validate.short_help == ("Check a run spec without training: every problem, with file:line:col and key path; "
+                                   "for a valid one, a summary and a warning for each setting with no effect in its Plan.")
+    for path in _command_paths(root):
+        command = root
+        for name in path:
+            command = command.commands[name]
+        assert "\n" not in (command.help or "").replace("\n\n", ""), path
+    assert "│           env                " not in _help(())  # the ragged break the issue quoted

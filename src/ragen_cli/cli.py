@@ -9,6 +9,7 @@ import traceback
 import typer
 
 from ragen_cli import __version__
+from ragen_cli.help_style import style_help
 from ragen_cli.process_exit import end_process
 from ragen_cli.compile import commands as compile_cmd
 from ragen_cli.envs import commands as envs_cmd
@@ -54,6 +55,7 @@ app.command("inspect")(rollout_cmd.inspect)
 app.command("models")(models_cmd.models)
 app.command("doctor")(models_cmd.doctor)
 app.add_typer(envs_cmd.app, name="envs")
+style_help(app)  # --help in click's conventions, for every command (help_style.py)
 
 
 def main() -> None:

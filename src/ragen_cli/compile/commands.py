@@ -5,30 +5,32 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import List
 
 import typer
 
-from ragen_cli.spec.commands import SPEC_EXIT, load_or_exit, provenance_line, summary
+from ragen_cli.spec.commands import load_or_exit, provenance_line, summary
+
+
+def _schema(value: bool) -> None:
+    """--schema: print the JSON Schema of run specs and exit (eager: no SPEC needed)."""
+    if value:
+        from ragen_cli.spec.models import RunSpec
+
+        typer.echo(json.dumps(RunSpec.model_json_schema(), indent=2))
+        raise typer.Exit()
 
 
 def validate(
-    spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML) to check.", show_default=False),
+    spec: Path = typer.Argument(..., help="The run spec (YAML) to check.", show_default=False),
     set_: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a value: --set train.steps=10 (repeatable)."),
-    schema: bool = typer.Option(False, "--schema", help="Print the JSON Schema of run specs and exit."),
+    schema: bool = typer.Option(False, "--schema", callback=_schema, is_eager=True, expose_value=False,
+                                help="Print the JSON Schema of run specs and exit."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not run the spec's own code (env, reward functions) once on a sample."),
 ) -> None:
     """Check a run spec without training: every problem, with file:line:col and key path; for
     a valid one, a summary and a warning for each setting with no effect in its Plan. Each env
     that runs your code (a module:Class env, reward functions) is run once on a sample first."""
-    if schema:
-        from ragen_cli.spec.models import RunSpec
-
-        typer.echo(json.dumps(RunSpec.model_json_schema(), indent=2))
-        return
-    if spec is None:
-        typer.echo("ragen validate: give a SPEC file (or --schema).", err=True)
-        raise typer.Exit(SPEC_EXIT)
     loaded = load_or_exit(spec, set_, probe=not no_probe)
     typer.echo(summary(loaded))
     typer.echo(provenance_line(loaded))

@@ -8,7 +8,7 @@ import typer
 app = typer.Typer(help="List, show and play environments.", no_args_is_help=False)
 
 SEED_OPT = typer.Option(0, "--seed", "-s", min=0, help="Seed of the initial state (0 or more).")
-SET_OPT = typer.Option([], "--set", help="Env config override key=value (YAML value); repeatable.")
+SET_OPT = typer.Option([], "--set", metavar="KEY=VALUE", help="Env config override key=value (YAML value); repeatable.")
 
 
 def parse_sets(items: list[str]) -> dict:

@@ -76,9 +76,10 @@ def provenance_line(loaded: LoadedSpec) -> str:
 
 def init(
     directory: Path = typer.Argument(Path("."), help="Where to create the project (created if missing)."),
-    template: str = typer.Option("guess", "--template", "-t",
-                                 help="guess (a custom env), dataset (prompts + a reward function), "
-                                      "gymnasium (a Gymnasium env), openenv (an OpenEnv server) or tools (a tool-calling task)."),
+    template: str = typer.Option("guess", "--template", "-t", metavar="NAME",
+                                 help="The template: guess (a custom env), dataset (prompts + a reward function), "
+                                      "gymnasium (a Gymnasium env), openenv (an OpenEnv server) or tools (a "
+                                      "tool-calling task)."),
     force: bool = typer.Option(False, "--force", help="Overwrite the template's files where they already exist."),
 ) -> None:
     """Scaffold a project: a commented run spec and what it trains on, working as written."""

@@ -20,7 +20,7 @@ def train(
     spec: Optional[Path] = typer.Argument(None, help="The run spec (YAML). Not needed with --resume.", show_default=False),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the compiled plan (sizes, DeepSpeed config, launch) and exit."),
     json_: bool = typer.Option(False, "--json", help="With --dry-run: print the plan as JSON."),
-    set_: List[str] = typer.Option([], "--set", help="Override a value: --set train.steps=10 (repeatable)."),
+    set_: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override a value: --set train.steps=10 (repeatable)."),
     resume: Optional[Path] = typer.Option(None, "--resume", help="Continue the run in RUN_DIR from its newest checkpoint.",
                                           metavar="RUN_DIR"),
     warm_start_only: bool = typer.Option(False, "--warm-start-only",
