@@ -119,12 +119,21 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         vllm_sleep=sleep,
         lora_sync=lora_sync,
         weight_sync=weight_sync_mode(device),
-        turn_rows=trains_per_turn(spec.rollout.update_context, template.stable),
+        turn_rows=update_turn_rows(spec, template.stable),
         template=template.why,
         placement=placement(device, precision, a.adv_estimator == "gae", a.kl_coef > 0, spec.model.lora is not None,
                             spec.rollout.backend, lora_sync, during_update(spec, sleep)),
         max_staleness=spec.rollout.max_staleness,
     )
+
+
+def update_turn_rows(spec: RunSpec, stable: bool | None) -> bool:
+    """Whether the update trains one row per turn (`Plan.turn_rows`): as the rollout rules say
+    (`rollout.context.trains_per_turn`), and always for an agent env, whose requests may each
+    start a row of their own (rollout/endpoint.py)."""
+    from ragen_cli.rollout.agent_driver import is_agent_env
+
+    return trains_per_turn(spec.rollout.update_context, stable) or is_agent_env(spec.env.train)
 
 
 class PlanMismatch(RuntimeError):

@@ -1,5 +1,5 @@
 """Find envs by name: built-ins (with their variants), adapters of outside envs and data
-(gymnasium, textarena, openenv, dataset, tools), `module.path:ClassName`, or an entry point in the
+(gymnasium, textarena, openenv, dataset, tools, agent), `module.path:ClassName`, or an entry point in the
 group `ragen.envs`. `check_env` gives spec validation the same messages that
 `make_env` raises."""
 
@@ -61,6 +61,9 @@ ADAPTERS: dict[str, _Builtin] = {
     "tools": _Builtin("ragen_cli.envs.adapters.tools_env:ToolsEnv",
                       "Tool calling: prompts from a data file, Python-function and MCP tools in the model's own "
                       "format, rewards at the final answer."),
+    "agent": _Builtin("ragen_cli.envs.adapters.agent_env:AgentEnv",
+                      "Your own agent program: it calls the policy through an OpenAI client on ragen's endpoint, "
+                      "one episode a task row."),
 }
 
 

@@ -62,10 +62,15 @@ def run_rollouts(backend, tokenizer, env_ref, seeds: list[int], group_size: int,
     `policy`: a scripted player `fn(env, obs, turn)` whose replies replace the backend's samples
     (rollout/demos.py: demonstrations laid out exactly as the model's own episodes; `backend` unused)."""
     from ragen_cli.envs.registry import make_env
+    from ragen_cli.rollout.agent_driver import is_agent_env, run_agent_rollouts
     from ragen_cli.rollout.tool_chat import episode_context
 
     if group_size < 1 or not seeds:
         raise ValueError("run_rollouts needs at least one seed and group_size >= 1")
+    if is_agent_env(env_ref):  # the user's program plays the episodes (rollout/agent_driver.py)
+        if policy is not None:
+            raise ValueError("a scripted player cannot play an agent env: its episodes are your agent program's")
+        return run_agent_rollouts(backend, tokenizer, env_ref, seeds, group_size, rollout, max_context, sample_seed)
     fmt = ChatFormat(tokenizer, rollout.think, ReplyTags.of(rollout))
     episodes: list[_Episode] = []
     envs = []
@@ -263,9 +268,10 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     executed = sum(t.executed for t in turns)
     shown = [t.copied_example for t in turns if t.copied_example is not None]
     copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
+    from ragen_cli.rollout.agent_driver import agent_metrics
     from ragen_cli.rollout.tool_chat import tool_metrics
 
-    return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs),
+    return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs), **agent_metrics(trajs),
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),
         "episode/turns": len(turns) / max(1, len(trajs)),
         "episode/actions": executed / max(1, len(trajs)),

@@ -207,8 +207,9 @@ class PolicyEndpoint:
     that send `tools` (envs/tools/formats.py)."""
 
     def __init__(self, backend: Any, fmt: ChatFormat, rollout: Any, seed: int = 0, parser: str = "hermes",
-                 model_name: str = "ragen-policy"):
+                 model_name: str = "ragen-policy", max_context: int | None = None):
         self.fmt, self.rollout, self.parser, self.model_name = fmt, rollout, parser, model_name
+        self.max_context = max_context
         self.batcher = Batcher(backend, rollout, seed)
         self.episodes: dict[str, EpisodeLog] = {}
         self.stats = EndpointStats()
@@ -238,6 +239,7 @@ class PolicyEndpoint:
         log = self._episode(episode)
         with log.lock:
             prompt, extends = chat_prompt(self.fmt, log, messages, tools)
+            self._fits(prompt, body)
             sample = self.batcher.submit(prompt, self._max_tokens(body))
             text = self.fmt.strip_end(self.fmt.tokenizer.decode(sample.token_ids, skip_special_tokens=False))
             message, finish = self._message(text, sample, bool(tools))
@@ -253,6 +255,7 @@ class PolicyEndpoint:
         if not isinstance(prompt_text, str) or not prompt_text:
             raise RequestError("prompt must be a non-empty string (one prompt a request)")
         prompt = self.fmt.encode(prompt_text)
+        self._fits(prompt, body)
         log = self._episode(episode)
         with log.lock:
             sample = self.batcher.submit(prompt, self._max_tokens(body))
@@ -267,6 +270,12 @@ class PolicyEndpoint:
     def _episode(self, episode: str) -> EpisodeLog:
         with self.lock:
             return self.episodes.setdefault(episode, EpisodeLog())
+
+    def _fits(self, prompt: list[int], body: dict) -> None:
+        """Refuse a prompt that leaves no room for the reply within model.max_context."""
+        if self.max_context is not None and len(prompt) + self._max_tokens(body) > self.max_context:
+            raise RequestError(f"the prompt ({len(prompt)} tokens) and the reply ({self._max_tokens(body)}) do not fit "
+                               f"model.max_context = {self.max_context}")
 
     def _max_tokens(self, body: dict) -> int:
         cap = self.rollout.max_tokens_per_turn

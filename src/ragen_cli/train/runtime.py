@@ -132,12 +132,11 @@ def setup(spec, plan, run_dir: Path, resume: bool) -> Run:
 
 def check_template(spec, plan, tokenizer) -> None:
     """Stop (`compile.plan.PlanMismatch`) unless the loaded chat template trains the way the Plan says."""
-    from ragen_cli.compile.plan import check_runs_as_planned
+    from ragen_cli.compile.plan import check_runs_as_planned, update_turn_rows
     from ragen_cli.compile.template import check_tokenizer
-    from ragen_cli.rollout.context import trains_per_turn
 
     found = check_tokenizer(spec, tokenizer)
-    check_runs_as_planned(plan, plan.sizes.world_size, trains_per_turn(spec.rollout.update_context, found.stable))
+    check_runs_as_planned(plan, plan.sizes.world_size, update_turn_rows(spec, found.stable))
 
 
 def _restore(run: Run) -> None:

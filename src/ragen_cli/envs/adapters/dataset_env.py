@@ -67,10 +67,12 @@ class DatasetConfig:
     max_actions: int = 1
     """Answers per episode (1: single-turn; more only with feedback)."""
 
+    needs_rewards = True  # (not a field) an agent env may score its episodes itself
+
     def __post_init__(self) -> None:
         if not self.path:
             raise ValueError("path is required: a .jsonl, .csv or .parquet file, or a saved datasets folder")
-        if not self.rewards:
+        if not self.rewards and self.needs_rewards:
             raise ValueError("rewards is required: at least one module:function reward function")
         if self.weights is not None and len(self.weights) != len(self.rewards):
             raise ValueError(f"weights has {len(self.weights)} values for {len(self.rewards)} reward functions")
