@@ -42,6 +42,7 @@ SECTIONS = {
     "actor": "Actor update",
     "critic": "Critic update",
     "episode": "Episode shape and action quality",
+    "agent": "Agent envs (your own agent program on ragen's endpoint; rollout/agent_driver.py)",
     "diversity": "Response diversity (Echo Trap signals)",
     "collapse": "Template collapse (RAGEN-2): do replies depend on the initial state? (monitor/collapse.py)",
     "timing": "Timing",
