@@ -153,7 +153,7 @@ def _trajectory(job: _Job, endpoint, fmt, env_name: str, episode_trajectory) -> 
         return traj
     traj = episode_trajectory(log, job.reward, job.group, job.seed, env_name)
     traj.success = job.reward >= job.env.config.success_threshold
-    traj.info = {**info, **({"reward_fns": scores["reward_fns"]} if "reward_fns" in scores else {})}
+    traj.info = {**info, **{k: scores[k] for k in ("reward_fns", "judge_reply", "judge_failed") if k in scores}}
     return traj
 
 

@@ -268,10 +268,11 @@ def rollout_stats(trajs: list[Trajectory], seconds: float) -> dict[str, float]:
     executed = sum(t.executed for t in turns)
     shown = [t.copied_example for t in turns if t.copied_example is not None]
     copied = {"episode/example_copy_ratio": sum(shown) / len(shown)} if shown else {}
+    from ragen_cli.envs.judge import judge_metrics
     from ragen_cli.rollout.agent_driver import agent_metrics
     from ragen_cli.rollout.tool_chat import tool_metrics
 
-    return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs), **agent_metrics(trajs),
+    return {**copied, **reward_fn_means(trajs), **tool_metrics(trajs), **agent_metrics(trajs), **judge_metrics(trajs),
         "episode/response_tokens_per_turn": generated / max(1, len(turns)),
         "episode/turns": len(turns) / max(1, len(trajs)),
         "episode/actions": executed / max(1, len(trajs)),

@@ -66,14 +66,23 @@ class DatasetConfig:
     """Seed of that order."""
     max_actions: int = 1
     """Answers per episode (1: single-turn; more only with feedback)."""
+    judge: dict | None = None
+    """A judge model's score as one more reward, `judge` (envs/judge.py; docs/envs.md, "Judge rewards"): {rubric, model or url, scale, weight, max_tokens, timeout_s, api_key_env}."""
 
     needs_rewards = True  # (not a field) an agent env may score its episodes itself
 
     def __post_init__(self) -> None:
         if not self.path:
             raise ValueError("path is required: a .jsonl, .csv or .parquet file, or a saved datasets folder")
-        if not self.rewards and self.needs_rewards:
-            raise ValueError("rewards is required: at least one module:function reward function")
+        if not self.rewards and self.needs_rewards and not self.judge:
+            raise ValueError("rewards is required: at least one module:function reward function (or a judge)")
+        if self.judge:
+            from ragen_cli.envs.judge import JudgeConfig
+
+            try:
+                JudgeConfig(**dict(self.judge))
+            except TypeError as err:
+                raise ValueError(f"judge: {err}".replace("JudgeConfig.__init__() ", "")) from None
         if self.weights is not None and len(self.weights) != len(self.rewards):
             raise ValueError(f"weights has {len(self.weights)} values for {len(self.rewards)} reward functions")
         rows = load_rows(self.path, self.split)
@@ -174,8 +183,14 @@ class DatasetEnv(TextEnv):
         self.rows = load_rows(c.path, c.split)
         order = np.random.default_rng(c.shuffle_seed).permutation(len(self.rows)) if c.shuffle else np.arange(len(self.rows))
         self.order = [int(i) for i in order]
+        from ragen_cli.envs.judge import judge_from
+
         self.fns = [(function_name(n), load_function(n)) for n in c.rewards]
         self.weights = list(c.weights) if c.weights is not None else [1.0] * len(self.fns)
+        self.judge = judge_from(c.judge)
+        if self.judge is not None:  # one more reward function, `judge`
+            self.fns.append(("judge", self.judge))
+            self.weights.append(self.judge.config.weight)
         self.feedback = load_function(c.feedback) if c.feedback else None
         self.row_index = 0
         self.row: dict = {}
@@ -228,8 +243,11 @@ class DatasetEnv(TextEnv):
             text = self._call("feedback", self.feedback, prompt, action, **columns)
             if text is not None:
                 self.text, terminated = str(text), False
-        return reward, terminated, {"action_is_valid": True, "action_is_effective": True,
-                                    "reward_fns": {name: self.fn_totals.get(name) for name, _ in self.fns}}
+        info = {"action_is_valid": True, "action_is_effective": True,
+                "reward_fns": {name: self.fn_totals.get(name) for name, _ in self.fns}}
+        if self.judge is not None:  # saved with the trajectory (envs/judge.py)
+            info.update(judge_reply=self.judge.last_reply, judge_failed=int(values.get("judge") is None))
+        return reward, terminated, info
 
     def _render(self) -> str:
         return self.text
