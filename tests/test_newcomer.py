@@ -366,3 +366,52 @@ def test_command_list_has_one_sentence_each_and_help_has_no_hard_breaks():
             command = command.commands[name]
         assert "\n" not in (command.help or "").replace("\n\n", ""), path
     assert "│           env                " not in _help(())  # the ragged break the issue quoted
+
+
+# ---------------------------------------------------------------- 7: the dry run's summary
+def _dry_run(*sets: str) -> list[str]:
+    args = ["train", str(ROOT / "specs" / "bandit.yaml"), "--dry-run", *(a for s in sets for a in ("--set", s))]
+    result = runner.invoke(app, args, env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    return [line.rstrip() for line in result.output.splitlines()]
+
+
+def test_dry_run_opens_with_a_summary_and_an_estimate():
+    lines = _dry_run("deepspeed.precision=fp32")
+    # 16 x 16 = 256 trajectories of 1 turn x 8 tokens = 2,048 tokens; keep 0.125 of 16 groups = 2 x 16 = 32
+    assert lines[0] == ("bandit: 30 steps of 256 trajectories (16 groups x 16), each at most 1 turn x 8 tokens "
+                        "(2,048 generated tokens a step at most); the update trains up to 32 kept trajectories in "
+                        "1 optimizer step a step, 30 in the run.")
+    # step: (14.1 + 0.0285 x 256) x 1 turn = 21.396 s; validations: before, at 5, 10, ..., 30 = 7, each
+    # 0.0285 x 64 episodes (2 envs x 32) = 1.824 s; run: 30 + 30 x 21.396 + 7 x 1.824 = 684.6 s = 11.4 min
+    cores = "" if os.cpu_count() == 2 else f"; this machine has {os.cpu_count()} cores, not scaled"
+    assert lines[1] == ("Estimated time: ~21 s a step, ~11.4 min for the run with validation and start (stored profile: "
+                        "smollm2-135m-instruct on 2 CPU cores in fp32, from specs/bandit.yaml and the guess template "
+                        f"(compile/estimate.py){cores}; episodes that end early make it shorter).")
+
+
+def test_dry_run_explains_deepspeeds_accumulation_and_the_engine_dtype():
+    lines = _dry_run("deepspeed.precision=bf16")
+    # 32 kept trajectories a mini batch, micro batch 16: 2 micro batches per optimizer step
+    assert any(re.fullmatch(r"│ gradient accumulation steps \(done by ragen: DeepSpeed's JSON has 1\)\s+│\s+2 │.*", ln)
+               for ln in lines)
+    assert ("DeepSpeed's gradient_accumulation_steps is 1: ragen accumulates the 2 micro batches of an optimizer "
+            "step itself and calls engine.step() once per optimizer step (the filter can change how many a step "
+            "has).") in lines
+    assert ("Engine dtype float32 (training in bf16): a merged LoRA sync in bf16 would round most of each update "
+            "away: the engine holds the merge in fp32.") in lines
+
+
+def test_the_estimate_names_what_its_profile_lacks():
+    from ragen_cli.compile.estimate import estimate
+
+    args = dict(precision="fp32", native_bf16=False, cpus=2, trajectories=32, max_turns=1, steps=12, val_rows=40,
+                val_every=4)
+    assert estimate("org/big-model", "cpu", **args).basis == (
+        "the stored profile is of smollm2-135m-instruct, not org/big-model")
+    assert estimate("smollm2-135m-instruct", "cuda", **args).step_s is None
+    # the dataset template in bf16 on a CPU with native bf16: (14.1 + 0.0285 x 32) x 0.3634 = 5.456 s a step;
+    # validations before, at 4, 8, 12 = 4, each 0.0285 x 40 x 0.3634 = 0.414 s; 30 + 12 x 5.456 + 4 x 0.414 = 97.1 s
+    done = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True})
+    assert done.step_s == pytest.approx(5.456, abs=1e-3) and done.run_s == pytest.approx(97.1, abs=0.1)
+    assert estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16"}).step_s is None  # emulated

@@ -13,6 +13,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
+from ragen_cli.compile.estimate import Estimate, duration
 from ragen_cli.compile.inert import Inert
 from ragen_cli.compile.plan import Plan
 from ragen_cli.spec.presets import flatten
@@ -67,15 +68,42 @@ def compact_json(data: Any) -> str:
     return re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + ", ".join(x.strip() for x in m.group(1).split(",")) + "]", text)
 
 
-def plan_renderable(plan: Plan, provenance: Mapping[str, str]) -> Group:
-    parts: list[Any] = [
+def _n(count: int, noun: str) -> str:
+    """3, 'turn' -> '3 turns'; 1, 'micro batch' -> '1 micro batch'."""
+    return f"{count:,} {noun}{'' if count == 1 else 'es' if noun.endswith('ch') else 's'}"
+
+
+def summary_lines(plan: Plan, spec: Any, estimate: Estimate) -> list[str]:
+    """The dry run's first lines: what a step holds, and how long it and the run should take."""
+    z, r = plan.sizes, spec.rollout
+    tokens = z.trajectories_per_step * r.max_turns * r.max_tokens_per_turn
+    step = (f"{plan.name}: {_n(spec.train.steps, 'step')} of {z.trajectories_per_step} trajectories "
+            f"({spec.env.train.groups} groups x {spec.env.train.group_size}), each at most {_n(r.max_turns, 'turn')} "
+            f"x {_n(r.max_tokens_per_turn, 'token')} ({tokens:,} generated tokens a step at most); the update "
+            f"trains {'up to ' if z.kept_groups_vary else ''}{z.kept_trajectories} kept trajectories in "
+            f"{_n(z.optimizer_steps_per_step, 'optimizer step')} a step, {z.total_optimizer_steps:,} in the run.")
+    if estimate.step_s is None:
+        return [step, f"Estimated time: none ({estimate.basis})."]
+    return [step, f"Estimated time: ~{duration(estimate.step_s)} a step, ~{duration(estimate.run_s)} for the run with "
+                  f"validation and start ({estimate.basis}; episodes that end early make it shorter)."]
+
+
+def plan_renderable(plan: Plan, provenance: Mapping[str, str], summary: Sequence[str] = ()) -> Group:
+    parts: list[Any] = [*(f"[bold]{line}[/]" for line in summary),
         f"[bold]{plan.name}[/] -> {plan.run_dir}   device: {plan.device}   "
         f"LoRA: {'yes' if plan.lora else 'no'}   reference model: {'yes' if plan.needs_reference else 'no'}",
         Columns([sizes_table(plan), algorithm_table(plan, provenance)]),
     ]
-    panels = [Panel(Syntax(compact_json(plan.deepspeed), "json"), title="DeepSpeed config (actor)", title_align="left", expand=False),
+    panels = [Panel(Syntax(compact_json(plan.deepspeed), "json"), title="DeepSpeed config (actor)", title_align="left",
+                    expand=False),
               Panel(Syntax(compact_json(plan.vllm), "json"), title="vLLM engine", title_align="left", expand=False)]
     parts.append(Columns(panels))
+    parts.append(f"DeepSpeed's gradient_accumulation_steps is 1: ragen accumulates the "
+                 f"{_n(plan.sizes.grad_accum_steps, 'micro batch')} of an optimizer step itself and calls engine.step() "
+                 "once per optimizer step (the filter can change how many a step has).")
+    rollout = (plan.placement or {}).get("rollout")
+    if rollout and "why" in rollout:
+        parts.append(f"Engine dtype {rollout['dtype']} (training in {plan.precision}): {rollout['why']}.")
     if plan.critic_deepspeed is not None:
         critic_lr = plan.critic_deepspeed["optimizer"]["params"]["lr"]
         parts.append(f"Critic: same DeepSpeed config with lr {critic_lr}")
@@ -93,11 +121,26 @@ def inert_table(inert: Sequence[Inert]) -> Table:
     return table
 
 
+def plan_estimate(plan: Plan, spec: Any) -> Estimate:
+    """`compile.estimate.estimate` for this Plan on this machine (its cores, its CPU's bf16)."""
+    import os
+
+    from ragen_cli.compile.estimate import estimate
+    from ragen_cli.device import CPU_BF16_FLAGS, cpu_flags
+
+    val = spec.env.val
+    return estimate(spec.model.name, plan.device, plan.precision, bool(set(CPU_BF16_FLAGS) & cpu_flags()),
+                    os.cpu_count() or 1, plan.sizes.trajectories_per_step, spec.rollout.max_turns, spec.train.steps,
+                    val.episodes * max(1, len(val.envs)), val.every)
+
+
 def print_plan(plan: Plan, provenance: Mapping[str, str] | None = None, console: Console | None = None,
-               inert: Sequence[Inert] = ()) -> None:
+               inert: Sequence[Inert] = (), spec: Any = None) -> None:
     """Print the plan readably; `provenance` comes from `spec.loader.load(...).provenance`,
-    `inert` from `compile.inert.inert_settings`."""
+    `inert` from `compile.inert.inert_settings`; with the `spec`, a summary and an estimate of
+    the run's time open it (`summary_lines`)."""
     out = console or Console()
-    out.print(plan_renderable(plan, provenance or {}))
+    summary = summary_lines(plan, spec, plan_estimate(plan, spec)) if spec is not None else ()
+    out.print(plan_renderable(plan, provenance or {}, summary))
     if inert:
         out.print(inert_table(inert))

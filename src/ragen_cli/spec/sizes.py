@@ -63,7 +63,7 @@ SIZE_LABELS = {
     "kept_trajectories": "trajectories kept (groups x N)",
     "mini_batch": "mini batch (trajectories per optimizer step)",
     "micro_batch": "micro batch per process",
-    "grad_accum_steps": "gradient accumulation steps",
+    "grad_accum_steps": "gradient accumulation steps (done by ragen: DeepSpeed's JSON has 1)",
     "optimizer_steps_per_update": "optimizer steps per update",
     "updates_per_step": "updates per rollout batch (online-k)",
     "optimizer_steps_per_step": "optimizer steps per training step",

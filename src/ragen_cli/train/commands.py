@@ -134,7 +134,8 @@ def _print_plan(loaded, plan, as_json: bool) -> None:
     from ragen_cli.compile.render import print_plan
 
     name = loaded.spec.algorithm.preset
-    print_plan(plan, loaded.provenance, inert=[*mine, *(replace(i, field=f"{i.field} (preset {name})") for i in preset)])
+    print_plan(plan, loaded.provenance, inert=[*mine, *(replace(i, field=f"{i.field} (preset {name})") for i in preset)],
+               spec=loaded.spec)
     for line in warnings:
         typer.echo(line)
 
