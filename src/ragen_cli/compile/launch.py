@@ -9,11 +9,19 @@ the local resource pool from the accelerator's device count, which on CPU is `LO
 the number of NUMA nodes (1 here); `--num_gpus G` then replaces each host's slots with
 `range(G)`, so `deepspeed --num_gpus 2 --module ...` starts two CPU ranks on one machine. Core
 binding (`--bind_cores_to_rank`) needs `numactl`, which is not installed here, so it is not used.
+
+Several nodes, two ways (`launch_command`): without a node rank, `ragen train` on the first host
+starts every node through ssh (DeepSpeed's pdsh runner); with `ragen train --node-rank R` every
+node runs the same command and starts its own ranks (`--no_ssh --node_rank R`). Node 0 is then the
+hostfile's first host and the others reach its rendezvous by that name (`--master_addr`); DeepSpeed
+numbers the ranks node by node in hostfile order (its launch.py: `global_rank_mapping`).
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from ragen_cli.device import resolved
 from ragen_cli.rollout.vllm_args import ENGINE_IN_PROCESS, engine_dtype, engine_kwargs, vllm_cpu_env
@@ -99,12 +107,35 @@ def process_env(spec: RunSpec, device: str, cpu_count: int) -> dict[str, str]:
     return env
 
 
-def launch_command(spec: RunSpec) -> Launch:
+def node_rank_problem(spec: RunSpec, node_rank: int | None) -> str:
+    """Why `ragen train --node-rank node_rank` cannot run `spec`, or ''."""
+    nodes = spec.deepspeed.nodes
+    if node_rank is None:
+        return ""
+    if nodes == 1:
+        return "--node-rank is for a run on several nodes, and deepspeed.nodes is 1"
+    if not 0 <= node_rank < nodes:
+        return f"--node-rank {node_rank} is not a node of this run: deepspeed.nodes = {nodes}, so 0 to {nodes - 1}"
+    return ""
+
+
+def hostfile_hosts(hostfile: str) -> list[str]:
+    """The hosts of a DeepSpeed hostfile, in order (`host slots=N` lines; `#` comments)."""
+    lines = [ln.split("#")[0].strip() for ln in Path(os.path.expanduser(hostfile)).read_text().splitlines()]
+    return [ln.split()[0] for ln in lines if ln]
+
+
+def launch_command(spec: RunSpec, node_rank: int | None = None) -> Launch:
+    """The run's launch: in-process for one process; else the `deepspeed` launcher running the
+    worker, from the first host through ssh, or (with `node_rank`) this node's own ranks only."""
     ds = spec.deepspeed
     if ds.world == 1:
         return Launch("in-process", ())
     argv = ["deepspeed", "--num_nodes", str(ds.nodes), "--num_gpus", str(ds.procs_per_node)]
     if ds.hostfile:
         argv += ["--hostfile", ds.hostfile]
+    if node_rank is not None:
+        assert ds.hostfile and not node_rank_problem(spec, node_rank), "checked by spec validation and the CLI"
+        argv += ["--no_ssh", "--node_rank", str(node_rank), "--master_addr", hostfile_hosts(ds.hostfile)[0]]
     argv += ["--master_port", str(ds.master_port), "--module", WORKER_MODULE, RUN_DIR]
     return Launch("deepspeed", tuple(argv))

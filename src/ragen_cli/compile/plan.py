@@ -74,11 +74,13 @@ class Plan:
 
 
 def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None = None,
-                 precision: tuple[str, str] | None = None, template: TemplateCheck | None = None) -> Plan:
+                 precision: tuple[str, str] | None = None, template: TemplateCheck | None = None,
+                 node_rank: int | None = None) -> Plan:
     """Compile a validated spec. `device`: 'cpu' | 'cuda' (None: the spec's, 'auto' detected);
     `precision`: (precision, why) (None: `deepspeed.precision` resolved on this machine);
     `template`: the chat-template check (None: `template_check(spec)`, which loads the tokenizer
-    only for a model that is not a built-in with its own template)."""
+    only for a model that is not a built-in with its own template); `node_rank`: this node's place in
+    a run whose nodes each start their own ranks (`ragen train --node-rank`; `launch.launch_command`)."""
     template = template or template_check(spec)
     device = device or resolve_device(spec)
     cpu_count = cpu_count or os.cpu_count() or 1
@@ -111,7 +113,7 @@ def compile_plan(spec: RunSpec, device: str | None = None, cpu_count: int | None
         lora=spec.model.lora is not None,
         vllm=vllm_args(spec, device, lora_sync, sleep),
         env=process_env(spec, device, cpu_count),
-        launch=launch_command(spec),
+        launch=launch_command(spec, node_rank),
         algorithm=a.model_dump(),
         rollout_is_cap=rollout_is_cap(a.rollout_is, a.rollout_is_cap, precision, spec.rollout.max_staleness),
         precision=precision,

@@ -3,7 +3,9 @@
 `ragen train SPEC` validates and compiles the spec, creates the run directory (resolved
 spec.yaml, plan.json) and runs the job: in this process for one process, through the Plan's
 launch command (the `deepspeed` launcher running `ragen_cli.train.worker`) for several.
-`ragen train --resume RUN_DIR` continues a run from its newest checkpoint.
+`ragen train --resume RUN_DIR` continues a run from its newest checkpoint. On several nodes each
+node runs the same command with its `--node-rank R` (docs/training.md "Several nodes"): node 0
+creates the run directory, the others wait to see it (`train.job.join_run`) and start their ranks.
 """
 
 from __future__ import annotations
@@ -31,16 +33,22 @@ def train(
                                       "without it they go to RUN_DIR/engine.log."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not run the spec's own code (env, reward functions) "
                                                             "once on a sample before starting."),
+    node_rank: Optional[int] = typer.Option(None, "--node-rank", metavar="R",
+                                            help="On a run of several nodes: this node's place, 0 on the hostfile's "
+                                                 "first host. Run the same command on every node, each with its R; "
+                                                 "each starts its own ranks (no ssh). Without it the first host "
+                                                 "starts every node through ssh."),
 ) -> None:
     """Train a policy with StarPO / StarPO-S as the spec says; Ctrl-C saves a checkpoint and exits."""
     from ragen_cli.quiet import env_restored
 
     with env_restored():  # the quiet settings last as long as the command (a test runs it in-process)
-        _train(spec, dry_run, json_, set_, resume, verbose, warm_start_only, probe=not no_probe)
+        _train(spec, dry_run, json_, set_, resume, verbose, warm_start_only, probe=not no_probe, node_rank=node_rank)
 
 
 def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], resume: Optional[Path],
-           verbose: bool, warm_start_only: bool = False, probe: bool = True) -> None:
+           verbose: bool, warm_start_only: bool = False, probe: bool = True, node_rank: Optional[int] = None) -> None:
+    from ragen_cli.compile.launch import node_rank_problem
     from ragen_cli.compile.plan import compile_plan
     from ragen_cli.spec.commands import load_or_exit
 
@@ -63,15 +71,24 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
     if warm_start_only and loaded.spec.warm_start is None:
         typer.echo("ragen train: --warm-start-only, but the spec has no warm_start section.", err=True)
         raise typer.Exit(2)
+    problem = node_rank_problem(loaded.spec, node_rank)
+    if problem:
+        typer.echo(f"ragen train: {problem}", err=True)
+        raise typer.Exit(2)
     if dry_run:
-        _print_plan(loaded, compile_plan(loaded.spec), json_)
+        _print_plan(loaded, compile_plan(loaded.spec, node_rank=node_rank), json_)
         return
     _model_or_exit(loaded.spec.model.name)  # first: the Plan's template check reads the model's tokenizer
-    plan = compile_plan(loaded.spec)
+    plan = compile_plan(loaded.spec, node_rank=node_rank)
     run_dir = resume if resume is not None else Path(plan.run_dir)
-    lock = _lock_or_exit(run_dir)  # held until this process ends: one writer per run directory
+    if node_rank:  # not node 0: node 0 locks and writes the run directory, this node waits to see it
+        _join_or_exit(run_dir, loaded.spec, resume is not None, node_rank)
+        lock = None
+    else:
+        lock = _lock_or_exit(run_dir)  # held until this process ends: one writer per run directory
     try:
-        _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
+        if lock is not None:
+            _prepare_run_dir(run_dir, loaded.spec, plan, resume is not None)
         typer.echo(f"ragen: run directory {run_dir}  (watch it: ragen watch {run_dir})", err=True)
         if not verbose:
             from ragen_cli.quiet import go_quiet
@@ -80,7 +97,8 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
             typer.echo(f"ragen: engine logs in {log} (--verbose shows them here)", err=True)
         code = _run(loaded.spec, plan, run_dir, resume is not None, quiet=not verbose, warm_start_only=warm_start_only)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     if code:
         raise typer.Exit(code)
 
@@ -152,6 +170,20 @@ def _lock_or_exit(run_dir: Path):
     if lock.note:
         typer.echo(f"ragen train: warning: {lock.note}", err=True)
     return lock
+
+
+def _join_or_exit(run_dir: Path, spec, resume: bool, node_rank: int) -> None:
+    """Wait for node 0's spec.yaml and plan.json in the run directory (`train.job.join_run`); exit 2
+    naming why this node cannot join."""
+    from ragen_cli.train.job import JoinFailed, join_run
+    from ragen_cli.train.runtime_light import spec_yaml
+
+    typer.echo(f"ragen: node {node_rank} waits for node 0 to prepare {run_dir}", err=True)
+    try:
+        join_run(run_dir, spec_yaml(spec), resume, node_rank)
+    except JoinFailed as exc:
+        typer.echo(f"ragen train: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _prepare_run_dir(run_dir: Path, spec, plan, resume: bool) -> None:

@@ -1,6 +1,8 @@
 """Running a compiled job, for `ragen train` (train/commands.py) and the Python API (api.py):
 lock the run directory and write its spec.yaml and plan.json (`prepare_run`), then run the
-training loop in this process or the Plan's launch command (`run_job`). Light imports only."""
+training loop in this process or the Plan's launch command (`run_job`). On a run whose nodes each
+start their own ranks (`ragen train --node-rank R`), node 0 prepares the run directory and every
+other node waits to see it (`join_run`) before it starts its ranks. Light imports only."""
 
 from __future__ import annotations
 
@@ -34,6 +36,54 @@ def prepare_run(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool):
         lock.release()
         raise
     return lock
+
+
+class JoinFailed(RuntimeError):
+    """A node other than node 0 cannot join the run directory node 0 prepares."""
+
+
+JOIN_TIMEOUT_S = 900.0  # what node 0 may still do first: fetch or convert the model, compile, probe
+
+
+def join_run(run_dir: Path, spec_text: str, resume: bool, node_rank: int,
+             timeout_s: float = JOIN_TIMEOUT_S, poll_s: float = 1.0) -> None:
+    """Wait until node 0 has written `run_dir`'s spec.yaml (the same text as this node's resolved
+    spec, `spec_text`) and plan.json; raise `JoinFailed` saying why not.
+
+    The run directory (output.dir / name) is the same path on every node only on a filesystem that
+    every node mounts there; a directory that never appears is the usual sign that it is not. A
+    new run refuses a directory that already trained (metrics or checkpoints: node 0 refuses it
+    too, and this node's ranks would wait for node 0's forever); a spec.yaml that differs from this
+    node's is an error on a new run (the nodes were given different specs or --set values) and is
+    waited on when resuming (node 0 rewrites it from its own --set values)."""
+    import time
+
+    from ragen_cli.monitor.rundir import RunDir
+    from ragen_cli.train.checkpoint import latest_checkpoint
+
+    rundir = RunDir(run_dir)
+    if not resume and (rundir.metrics_path.exists() or latest_checkpoint(rundir.checkpoints_dir) is not None):
+        raise JoinFailed(f"run directory {run_dir} already trained; node 0 refuses it too. Resume it on every "
+                         f"node (ragen train --resume {run_dir} --node-rank R) or choose another run name")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        written = rundir.spec_path.read_text() if rundir.spec_path.is_file() else None
+        if written == spec_text and rundir.plan_path.is_file():
+            return
+        if written is not None and written != spec_text and not resume:
+            raise JoinFailed(f"{rundir.spec_path} differs from this node's spec: every node runs the same spec "
+                             "with the same --set values")
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    if written is None or written == spec_text:  # nothing yet, or spec.yaml without plan.json
+        seen = rundir.spec_path if written is None else rundir.plan_path
+        raise JoinFailed(f"node {node_rank} waited {timeout_s:.0f} s for node 0 to write {seen} and "
+                         "never saw it: a run on several nodes needs its run directory (output.dir) on a filesystem "
+                         "that every node mounts at the same path (NFS, Lustre, a cluster home directory); "
+                         "start node 0 too, with the same spec")
+    raise JoinFailed(f"node {node_rank} waited {timeout_s:.0f} s for {rundir.spec_path} to match this node's spec "
+                     "(the same spec and --set values on every node)")
 
 
 def run_job(spec: "RunSpec", plan: "Plan", run_dir: Path, resume: bool, quiet: bool = False,

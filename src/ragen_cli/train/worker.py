@@ -2,6 +2,9 @@
 
     deepspeed --num_nodes 1 --num_gpus 2 --master_port P --module ragen_cli.train.worker RUN_DIR [--resume]
 
+(on several nodes with `ragen train --node-rank R`, each node's own launcher, with `--no_ssh
+--node_rank R --master_addr HOST0` added: compile/launch.py `launch_command`).
+
 It reads the run directory's resolved spec.yaml and plan.json (written by `ragen train`) and
 runs the training loop; the launcher sets RANK / WORLD_SIZE / LOCAL_RANK / MASTER_* and adds
 `--local_rank=N`, which is accepted and ignored (the environment says the same). With several
