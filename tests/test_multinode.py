@@ -239,3 +239,17 @@ def test_a_node_joins_only_node_zeros_run_directory(tmp_path):
     with pytest.raises(JoinFailed, match="already trained; node 0 refuses it too"):
         join_run(run, "spec\n", resume=False, node_rank=1, timeout_s=60)
     join_run(run, "spec\n", resume=True, node_rank=1, timeout_s=0)
+
+
+def test_the_docs_section_is_what_the_slow_test_runs(tmp_path):
+    # The docs' hostfile, spec values and per-node commands, as the slow test reads them: a doc edit
+    # that breaks their shape fails here, without the slow run.
+    cluster = Cluster(tmp_path / "work", tmp_path / "runs")
+    assert (tmp_path / "work" / "hostfile").read_text() == "127.0.0.1 slots=1\nlocalhost slots=1\n"
+    assert cluster.shared == "/shared/runs" and cluster.run_dir == tmp_path / "runs" / "two-nodes"
+    train, resume = cluster.commands(0), cluster.commands(1)
+    assert sorted(train) == sorted(resume) == ["node0", "node1"]
+    for rank, node in enumerate(["node0", "node1"]):
+        assert train[node][-2:] == resume[node][-2:] == ["--node-rank", str(rank)]
+        assert resume[node][1:4] == ["train", "--resume", str(cluster.run_dir)]
+        assert train[node][1:3] == ["train", str(SPEC)] and "deepspeed.nodes=2" in train[node]
