@@ -134,7 +134,7 @@ def test_a_broken_reward_function_fails_validate_and_the_dry_run(tmp_path, rewar
     done = ragen([command[0], "ragen.yaml", *command[1:]], cwd=tmp_path)
     assert done.returncode == 2, done.stdout
     assert done.stderr.splitlines() == [
-        "1 problem in the run spec:",
+        f"ragen {command[0]}: 1 problem in the run spec:",
         f"  ragen.yaml:22:17: env.train.config.rewards[0]: {message.format(row=row)} "
         f"[probed with the action '{answer}'; --no-probe skips the probe]",
     ]
@@ -167,7 +167,7 @@ def test_dataset_errors_point_at_their_field(tmp_path, edit, sets, line):
         spec.write_text(text.replace(edit[0], edit[1], 1))
     done = ragen(["validate", "ragen.yaml", *sets], cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.splitlines() == ["1 problem in the run spec:", "  " + line.format(dir=tmp_path)]
+    assert done.stderr.splitlines() == ["ragen validate: 1 problem in the run spec:", "  " + line.format(dir=tmp_path)]
 
 
 # ---------------------------------------------------------------- 3: no tracebacks from `ragen envs`
@@ -215,7 +215,7 @@ def test_a_quoted_number_is_an_error(tmp_path, monkeypatch):
     result = runner.invoke(app, ["validate", "ragen.yaml", "--no-probe", "--set", 'model.lora.rank="16"'])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
-        "1 problem in the run spec:",
+        "ragen validate: 1 problem in the run spec:",
         """  --set model.lora.rank="16": model.lora.rank: '16' is text (quoted); write the number 16 without quotes"""]
     spec = tmp_path / "q.yaml"
     spec.write_text((TEMPLATES / "dataset" / "ragen.yaml").read_text().replace("lora: {rank: 16,", 'lora: {rank: "16",'))
@@ -415,3 +415,23 @@ def test_the_estimate_names_what_its_profile_lacks():
     done = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True})
     assert done.step_s == pytest.approx(5.456, abs=1e-3) and done.run_s == pytest.approx(97.1, abs=0.1)
     assert estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16"}).step_s is None  # emulated
+
+
+# ---------------------------------------------------------------- 10: one error style
+@pytest.mark.parametrize("args, said", [
+    (["validate", "/no/such.yaml"], "ragen validate: 1 problem in the run spec:"),
+    (["train", "/no/such.yaml", "--dry-run"], "ragen train: 1 problem in the run spec:"),
+    (["eval"], "ragen eval: nothing to evaluate: give --checkpoint, --model, --spec, --compare or --endpoint"),
+    (["inspect", "/no/such"], "ragen inspect: /no/such is neither a trajectories file nor a run directory"),
+    (["models", "--convert", "nope"], "ragen models: 'nope' is not a built-in model; built-ins: smollm2-135m-instruct, "
+                                      "tiny-random"),
+    (["health", "/no/such"], "ragen health: /no/such: no metrics.jsonl here; pass a run directory (output.dir/NAME, "
+                             "e.g. runs/bandit)"),
+    (["init", ".", "--template", "chess"], "ragen init: unknown template 'chess'; choose one of guess, dataset, "
+                                           "gymnasium, openenv, tools."),
+])
+def test_every_command_says_an_error_as_ragen_command_colon(args, said):
+    """`ragen COMMAND: message`, no `error:` in some commands and a bare `ragen:` in others."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == said

@@ -140,7 +140,7 @@ def test_all_problems_reported_at_once(tmp_path: Path, monkeypatch):
     result = CliRunner().invoke(app, ["validate", "bad.yaml"])
     assert result.exit_code == 2
     lines = [ln.strip() for ln in result.stderr.splitlines()[1:]]
-    assert result.stderr.startswith("3 problems in the run spec:")
+    assert result.stderr.startswith("ragen validate: 3 problems in the run spec:")
     assert [ln.split(": ")[0] for ln in lines] == ["bad.yaml:8:13", "bad.yaml:14:3", "bad.yaml:16:25"]
 
 

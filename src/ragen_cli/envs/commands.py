@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import typer
 
+from ragen_cli.say import say
+
 app = typer.Typer(help="List, show and play environments.", no_args_is_help=False)
 
 SEED_OPT = typer.Option(0, "--seed", "-s", min=0, help="Seed of the initial state (0 or more).")
@@ -34,7 +36,7 @@ def _make(name: str, sets: list[str]):
     try:
         return make_env(name, config)
     except ValueError as err:
-        typer.echo(f"ragen envs: {err}", err=True)
+        say("envs", str(err))
         raise typer.Exit(2) from None
     except Exception:  # a user's env class failing in __init__
         return _run_user_code(make_env, name, config)
@@ -51,7 +53,7 @@ def _run_user_code(what, *args):
     except Exception as err:  # a user's env, reward or feedback function may raise anything
         text = str(err) if isinstance(err, EnvFailure) else f"{type(err).__name__}: {err}"
         where = user_frame(err)
-        typer.echo(f"ragen envs: {text}" + (f" (at {where})" if where else ""), err=True)
+        say("envs", f"{text}" + (f" (at {where})" if where else ""))
         raise typer.Exit(1) from None
 
 

@@ -14,8 +14,9 @@ import typer
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"ragen eval: error: {message}", err=True)
-    raise typer.Exit(2)
+    from ragen_cli.say import fail
+
+    fail("eval", message)
 
 
 def eval_command(

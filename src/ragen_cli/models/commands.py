@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from ragen_cli.say import say
+
 def models(
     convert: Optional[str] = typer.Option(None, "--convert", metavar="NAME", help="Convert this built-in into the cache now."),
     dtype: str = typer.Option("float32", "--dtype", help="dtype for --convert: float32/fp32, bfloat16/bf16, float16/fp16."),
@@ -19,10 +21,10 @@ def models(
         try:
             path = resolve_model(convert, dtype) if convert in BUILTIN_MODELS else None
         except ModelError as exc:
-            typer.echo(f"ragen: {exc}", err=True)
+            say("models", str(exc))
             raise typer.Exit(2) from None
         if path is None:
-            typer.echo(f"ragen: {convert!r} is not a built-in model; built-ins: {', '.join(BUILTIN_MODELS)}", err=True)
+            say("models", f"{convert!r} is not a built-in model; built-ins: {', '.join(BUILTIN_MODELS)}")
             raise typer.Exit(2)
         typer.echo(f"converted: {path}")
     present = {(e.name, e.dtype): e for e in status.cached_models()}

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from ragen_cli.say import say
+
 
 def health(
     run_dirs: list[Path] = typer.Argument(..., help="Run directories (finished or still running)."),
@@ -18,8 +20,8 @@ def health(
 
     bad = [d for d in run_dirs if not (d / "metrics.jsonl").is_file()]
     if bad:
-        typer.echo(f"ragen health: {bad[0]}: no metrics.jsonl here; pass a run directory "
-                   "(output.dir/NAME, e.g. runs/bandit)", err=True)
+        say("health", f"{bad[0]}: no metrics.jsonl here; pass a run directory "
+                           "(output.dir/NAME, e.g. runs/bandit)")
         raise typer.Exit(2)
     timelines = [replay(d) for d in run_dirs]
     if as_json:

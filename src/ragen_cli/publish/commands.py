@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from ragen_cli.say import say
+
 from ragen_cli.train.commands import RUN_FAILED
 
 
@@ -31,13 +33,13 @@ def export(
             check_push(push_to_hub, out)  # before anything is written
         path = export_ckpt(checkpoint, out, push_to_hub)
     except (FileNotFoundError, FileExistsError, CheckpointError, HubError) as exc:
-        typer.echo(f"ragen export: {exc}", err=True)
+        say("export", str(exc))
         raise typer.Exit(2) from None
     typer.echo(f"ragen: exported {checkpoint} to {path} (model card: {path / 'README.md'})")
     if push_to_hub is not None:
         try:
             url = push(path, push_to_hub, private, checkpoint)
         except HubError as exc:
-            typer.echo(f"ragen export: {exc}", err=True)
+            say("export", str(exc))
             raise typer.Exit(RUN_FAILED) from None
         typer.echo(f"ragen: pushed {path} to {url}")

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from ragen_cli.say import say
+
 
 def inspect(
     file: Path = typer.Argument(..., help="A trajectories JSONL file (RUN/trajectories/step-K.jsonl) or a run directory."),
@@ -25,11 +27,11 @@ def inspect(
         path = render.find_trajectory_file(file, step)
         records = render.read_records(path)
     except (FileNotFoundError, ValueError) as err:
-        typer.echo(f"ragen inspect: error: {err}", err=True)
+        say("inspect", str(err))
         raise typer.Exit(2) from None
     if index is not None:
         if index >= len(records):
-            typer.echo(f"ragen inspect: error: --index {index} but {path} has {len(records)} trajectories", err=True)
+            say("inspect", f"--index {index} but {path} has {len(records)} trajectories")
             raise typer.Exit(2)
         records = [records[index]]
     tokenizer = None
@@ -38,7 +40,7 @@ def inspect(
         try:
             tokenizer = render.load_tokenizer_for(name)
         except Exception as err:  # noqa: BLE001 - any failure: fall back to the text view
-            typer.echo(f"ragen inspect: cannot load tokenizer of {name!r} ({err}); showing text", err=True)
+            say("inspect", f"cannot load tokenizer of {name!r} ({err}); showing text")
     console = Console(highlight=False)
     console.print(f"[bold]{path}[/bold]: {len(records)} trajectories")
     for rec in records:

@@ -12,6 +12,8 @@ from typing import List
 
 import typer
 
+from ragen_cli.say import fail, say
+
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the loader builds the pydantic models (~0.3 s): only when a command runs
@@ -31,17 +33,16 @@ def templates_dir(name: str = "guess") -> Path:
     return Path(__file__).resolve().parents[1] / "templates" / name
 
 
-def load_or_exit(spec: Path, overrides: List[str], probe: bool = False) -> LoadedSpec:
+def load_or_exit(spec: Path, overrides: List[str], probe: bool = False, command: str = "validate") -> LoadedSpec:
     """Load and validate (`probe`: and run the user's env code once), or print every problem to
-    stderr and exit 2."""
+    stderr (`ragen COMMAND: N problems in the run spec:`, then one a line) and exit 2."""
     from ragen_cli.spec.errors import SpecError
     from ragen_cli.spec.loader import load
 
     try:
         return load(spec, overrides, probe=probe)
     except SpecError as exc:
-        typer.echo(exc.render(), err=True)
-        raise typer.Exit(SPEC_EXIT) from None
+        fail(command, exc.render(), SPEC_EXIT)
 
 
 def summary(loaded: LoadedSpec) -> str:
@@ -84,19 +85,19 @@ def init(
 ) -> None:
     """Scaffold a project: a commented run spec and what it trains on, working as written."""
     if template not in TEMPLATES:
-        typer.echo(f"ragen init: unknown template {template!r}; choose one of {', '.join(TEMPLATES)}.", err=True)
+        say("init", f"unknown template {template!r}; choose one of {', '.join(TEMPLATES)}.")
         raise typer.Exit(2)
     source = templates_dir(template)
     files = sorted(p.name for p in source.glob("*") if p.is_file() and not p.name.startswith("."))
     if "ragen.yaml" not in files:
-        typer.echo(f"ragen init: template {template!r} not found in {source} (no ragen.yaml).", err=True)
+        say("init", f"template {template!r} not found in {source} (no ragen.yaml).")
         raise typer.Exit(1)
     clash = [name for name in files if (directory / name).exists()]
     if clash and force:
-        typer.echo(f"ragen init: overwriting {', '.join(str(directory / c) for c in clash)} (--force).", err=True)
+        say("init", f"overwriting {', '.join(str(directory / c) for c in clash)} (--force).")
     elif clash:
-        typer.echo(f"ragen init: {', '.join(str(directory / c) for c in clash)} already exist(s); nothing written "
-                   "(--force overwrites them).", err=True)
+        say("init", f"{', '.join(str(directory / c) for c in clash)} already exist(s); nothing written "
+                    "(--force overwrites them).")
         raise typer.Exit(1)
     directory.mkdir(parents=True, exist_ok=True)
     for name in files:

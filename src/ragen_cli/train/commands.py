@@ -67,7 +67,7 @@ def _train(spec: Optional[Path], dry_run: bool, json_: bool, set_: List[str], re
         typer.echo("ragen train: --json prints the plan and needs --dry-run (nothing was started).", err=True)
         raise typer.Exit(2)
     source = spec if resume is None else _resume_spec(resume)
-    loaded = load_or_exit(source, set_, probe=probe and resume is None)
+    loaded = load_or_exit(source, set_, probe=probe and resume is None, command="train")
     if warm_start_only and loaded.spec.warm_start is None:
         typer.echo("ragen train: --warm-start-only, but the spec has no warm_start section.", err=True)
         raise typer.Exit(2)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from ragen_cli.say import say
+
 
 def watch(
     run_dirs: list[Path] = typer.Argument(None, help="Run directories to watch side by side; default: the newest run under --runs."),
@@ -22,7 +24,7 @@ def watch(
     if not dirs:
         newest = latest_run(runs)
         if newest is None:
-            typer.echo(f"ragen watch: no run directories under {runs}/; pass RUN_DIR (it may not exist yet).", err=True)
+            say("watch", f"no run directories under {runs}/; pass RUN_DIR (it may not exist yet).")
             raise typer.Exit(1)
         dirs = [newest]
     if not sys.stdout.isatty():
