@@ -24,6 +24,9 @@ def test_lag_and_the_staleness_bound():
     assert not is_stale(4, 5, max_staleness=1) and is_stale(3, 5, max_staleness=1)
     assert not is_stale(5, 5, max_staleness=0) and is_stale(4, 5, max_staleness=0)
     assert not is_stale(3, 5, max_staleness=2) and is_stale(2, 5, max_staleness=2)
+    # a rollback made version 3: a batch drawn by version 1 (lag 2, within k = 2) came from the
+    # abandoned branch; one drawn by version 3 itself did not
+    assert is_stale(1, 3, max_staleness=2, rollback_version=3) and not is_stale(3, 4, 2, rollback_version=3)
 
 
 def test_overlap_seconds():
@@ -173,6 +176,47 @@ def test_a_batch_k_plus_1_versions_old_is_dropped_and_rolled_out_again(hf_run, s
         assert [t.seed for t in trajs] == [100, 100, 101, 101] and run.state.cursor == 102
         assert [t.policy_version for t in trajs] == [5] * 4
         assert metrics["sync/version_lag"] == 0.0 and metrics["sync/stale_dropped_frac"] == 1.0
+
+
+@pytest.mark.parametrize("stale,kept", [("drop", False), ("correct", True)])
+def test_after_a_rollback_with_k2_the_abandoned_policy_s_batch_follows_stale(hf_run, stale, kept):
+    """k = 2. Step 1 syncs (version 1); during step 2's update the engine rolls out the next
+    batch with version 1; step 2's sync makes version 2 and its health verdict rolls back to step
+    1's checkpoint: version 3, `rollback_version` 3. The redone step 2 takes that batch: lag
+    3 - 1 = 2 is within k = 2, but it was drawn by the abandoned branch. drop: rolled out again now
+    by version 3 from the cursor (seeds 100, 101); correct: trained on, lag 2."""
+    from ragen_cli.train import stages
+    from ragen_cli.train.ahead import Ahead
+
+    run = hf_run
+    run.state.cursor, run.state.version, run.state.rollback_version = 100, 3, 3
+    rollout = run.spec.rollout.model_copy(update={"stale": stale, "max_staleness": 2})
+    run.spec = run.spec.model_copy(update={"rollout": rollout})
+    try:
+        held, seconds = stages.local_rollouts(run, [40, 41], 3, 1)
+        run.ahead.pending = Ahead(step=3, version=1, seeds=[40, 41], trajs=held, seconds=seconds)
+        trajs, metrics = stages.step_rollouts(run, 2)
+    finally:
+        run.state.rollback_version = 0
+    if kept:
+        assert trajs is held and run.state.cursor == 100
+        assert metrics["sync/version_lag"] == 2.0 and metrics["sync/stale_dropped_frac"] == 0.0
+    else:
+        assert [t.seed for t in trajs] == [100, 100, 101, 101] and run.state.cursor == 102
+        assert [t.policy_version for t in trajs] == [3] * 4
+        assert metrics["sync/version_lag"] == 0.0 and metrics["sync/stale_dropped_frac"] == 1.0
+
+
+def test_a_hung_rollout_is_given_up_on_with_a_clear_error():
+    from ragen_cli.train.ahead import Ahead, RunAhead
+
+    ahead, release = RunAhead(), __import__("threading").Event()
+    ahead.launch(Ahead(step=4, version=2, seeds=[1]), lambda: (release.wait(10), ([], 0.0))[1])
+    waited = ahead.join(timeout=0.2)
+    assert 0.2 <= waited < 5
+    with pytest.raises(TimeoutError, match="did not finish the batch of step 4 within 0.2 s after the update"):
+        ahead.take()
+    release.set()
 
 
 # ----------------------------------------------------------------------------- real vLLM runs

@@ -89,8 +89,10 @@ def test_intervene_filters_harder_lowers_lr_and_rolls_back(tmp_path):
     assert len(rb) == 1 and rb[0]["step"] == 2 and rb[0]["to_step"] == 1
     assert rb[0]["checksum"] == ckpt1[0]["checksum"]
     assert rb[0]["checksum_before"] != rb[0]["checksum"]
-    # no checkpoint is written for the abandoned step 2; the redone steps 2..4 are saved
-    assert [e["step"] for e in ev if e["kind"] == "checkpoint"] == [1, 2, 3, 4]
+    # no checkpoint is written for the abandoned step 2: step 1 is saved again with the
+    # intervention's settings (runtime.rollback); the redone steps 2..4 are saved
+    assert [e["step"] for e in ev if e["kind"] == "checkpoint"] == [1, 1, 2, 3, 4]
+    assert rb[0]["removed"] == []
 
     # metrics.jsonl: steps 1, 2 (abandoned), then 2 (redone), 3, 4
     lines = metric_lines(out)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -23,9 +24,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC) -> subprocess.CompletedProcess:
+def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC, timeout: float = 600,
+              resume: bool = False) -> subprocess.CompletedProcess:
     """`ragen train` of tiny-random on 2 CPU processes: 2 groups x 2 rollouts, all kept, micro 1
-    (each rank trains 2 rows per step), plus `extra` --set values."""
+    (each rank trains 2 rows per step), plus `extra` --set values; `resume`: `--resume` the run."""
     sets = ["model.name=tiny-random", "model.lora=null", "env.train.groups=2", "env.train.group_size=2",
             "algorithm.filter.keep_ratio=1.0", "algorithm.filter.include_zero=true", "algorithm.adv_estimator=grpo", "rollout.backend=hf",
             "rollout.max_tokens_per_turn=8", "train.micro_batch=1", "deepspeed.precision=fp32",
@@ -33,8 +35,19 @@ def train_two(tmp_path: Path, name: str, extra: list[str], spec: Path = SPEC) ->
             "checkpoint.every=0", f"output.dir={tmp_path}", f"name={name}", *extra]
     ragen = Path(sys.executable).parent / "ragen"
     args = [str(ragen), "train", str(spec)] + [x for s in sets for x in ("--set", s)]
+    if resume:
+        args = [str(ragen), "train", "--resume", str(tmp_path / name)] + [x for s in extra for x in ("--set", s)]
     env = {**os.environ, "RAGEN_DS_SHM_COMM": "0"}  # gloo all-reduce: no C++ build in the test
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    # its own session: a run past `timeout` (a hung rank) is ended with the launcher and its ranks
+    with subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
 
 
 def test_a_quiet_run_turns_off_the_launchers_info_lines():

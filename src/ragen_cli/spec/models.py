@@ -188,13 +188,13 @@ class RolloutSpec(Section):
         "then the update, then the sync). k >= 1: while the trainer updates on this step's trajectories, the engine "
         "generates the next step's with the weights it served before the update, so each update trains on "
         "trajectories one policy version old, corrected by the truncated importance weights (algorithm.rollout_is, "
-        "on whatever the precision); a batch more than k versions old (a rollback happened meanwhile) is handled "
-        "by `stale`. vLLM only; the engine does not sleep during the update.",
+        "on whatever the precision); a batch drawn before a health rollback is handled by `stale`. vLLM only; the engine does not sleep during the update.",
     )
     stale: Literal["drop", "correct"] = Field(
-        "drop", description="A batch more than max_staleness policy versions old (only after a health rollback: one "
-        "batch is in flight at a time): drop (counted in sync/stale_dropped_frac; the step rolls out a fresh batch, "
-        "the next seeds, with the current weights) or correct (train on it with its importance correction).",
+        "drop", description="A stale batch: drawn before a health rollback (by weights the run abandoned, whatever its "
+        "lag) or more than max_staleness policy versions old (one batch is in flight, so only a rollback makes one): "
+        "drop (counted in sync/stale_dropped_frac; the step rolls out a fresh batch, the next seeds, with the current "
+        "weights) or correct (train on it with its importance correction).",
     )
 
 

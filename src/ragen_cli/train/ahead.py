@@ -17,20 +17,29 @@ update, as in decoupled PPO (Hilton et al. 2022; AReaL, Fu et al. 2025).
 Versions (`RunState.version`) count the changes of the engine's weights the loop makes: +1 for
 each step's sync and for a rollback; a resume pushes the saved weights again and does not count.
 Every trajectory carries the version that drew it (`Trajectory.policy_version`); its lag is the
-trainer's version minus that (`version_lag`). A batch more than k versions old (`is_stale`: only
-after a rollback, since one batch is in flight) is dropped and the step rolls out again
-(`rollout.stale: drop`, counted), or trained on with its correction (`correct`).
+trainer's version minus that (`version_lag`). A batch is stale (`is_stale`) when it is more than k
+versions old or was drawn before the last health rollback (`RunState.rollback_version`): then it
+comes from weights the run abandoned, whatever its lag (a rollback at step t restores an older
+checkpoint, so the batch rolled out during step t's update is lag 2, within k >= 2, yet drawn by
+a policy the run no longer descends from). A stale batch is dropped and the step rolls out again
+(`rollout.stale: drop`, counted), or trained on with its correction (`correct`). One batch is in
+flight, so in practice only a rollback makes a batch stale.
 
 The batch in flight is part of the run's state: it is joined before every sync and checkpoint,
 and a checkpoint after step t holds batch t+1 (`ahead-<rank>.json`; the weights that drew it are gone by
 then), so a resumed run trains on exactly the trajectories the uninterrupted run did (an env's
 info goes through JSON: values JSON cannot hold come back as lists or text). The last step rolls
-one out too, so extending a finished run (`--resume` with more steps) continues exactly. A
-failure in the engine's thread is raised when the next step takes the batch, after the step it
-ran during has finished: an env's or a reward function's (`EnvFailure`) then saves that step and
-stops the run, as it does in a sequential rollout; its seeds were not counted, so a resume
-retries them. Only the engine's work runs in the thread: with several processes the
-batch is shared (all_gather) in the main thread, where the update's collectives run.
+one out too, so extending a finished run (`--resume` with more steps) continues exactly.
+
+A failure in the engine's thread (any exception: an env's, a reward function's, the engine's)
+surfaces in the step it ran during, right after the update, before the sync, validation or
+checkpoint use the engine: `RunAhead.join` waits at most `JOIN_TIMEOUT_S` (a hung engine is a
+failure too), then every process says whether its thread failed (`agree_failures`, one
+all_gather, where all ranks stand after the update) and if any did, all raise `AheadFailure`
+naming the rank and its error. The loop then saves that step (its update is done; the engine
+gets the saved weights on resume) and stops; the failed batch's seeds were not counted, so a
+resume rolls them out again. Only the engine's work runs in the thread: with several processes
+the batch is shared (all_gather) in the main thread, where the update's collectives run.
 """
 
 from __future__ import annotations
@@ -44,6 +53,20 @@ from pathlib import Path
 from typing import Any, Callable
 
 AHEAD_FILE = "ahead-{rank}.json"  # each process's share of the batch
+JOIN_TIMEOUT_S = 3600.0
+"""How long the trainer waits, after its update, for the batch in flight before it calls the
+engine hung: as long as vLLM itself waits for one model step on CPU
+(VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS, rollout/vllm_backend.py), counted from the end of the update."""
+
+
+class AheadFailure(RuntimeError):
+    """The batch rolled out during step `step`'s update failed (or hung) on rank `rank`: every
+    process raises it (the failing one `from` its thread's error), saves step `step` and stops."""
+
+    def __init__(self, step: int, rank: int, error: str):
+        super().__init__(f"the rollout of step {step + 1}'s batch, during step {step}'s update, failed on rank "
+                         f"{rank}: {error}")
+        self.step, self.rank, self.error = step, rank, error
 
 
 def version_lag(sampled: int, current: int) -> int:
@@ -51,9 +74,27 @@ def version_lag(sampled: int, current: int) -> int:
     return current - sampled
 
 
-def is_stale(sampled: int, current: int, max_staleness: int) -> bool:
-    """A batch drawn more than `max_staleness` versions ago (`rollout.max_staleness`)."""
-    return version_lag(sampled, current) > max_staleness
+def is_stale(sampled: int, current: int, max_staleness: int, rollback_version: int = 0) -> bool:
+    """A batch drawn more than `max_staleness` versions ago (`rollout.max_staleness`), or before
+    the last rollback, which made version `rollback_version` (drawn by abandoned weights)."""
+    return sampled < rollback_version or version_lag(sampled, current) > max_staleness
+
+
+def error_text(exc: BaseException) -> str:
+    """'Type: message' of an error, as every process reports it (the first 500 characters)."""
+    return f"{type(exc).__name__}: {exc}"[:500]
+
+
+def agree_failures(failure: str | None, world: int) -> list[tuple[int, str]]:
+    """Every process's thread failure (None where it finished) -> the (rank, error) of those
+    that failed, the same list on every process. A collective with several processes."""
+    parts: list = [failure]
+    if world > 1:
+        import torch.distributed as dist
+
+        parts = [None] * world
+        dist.all_gather_object(parts, failure)
+    return [(rank, text) for rank, text in enumerate(parts) if text is not None]
 
 
 def overlap_seconds(a: tuple[float, float], b: tuple[float, float]) -> float:
@@ -105,12 +146,18 @@ class RunAhead:
         self._thread = threading.Thread(target=body, name="ragen-rollout-ahead", daemon=True)
         self._thread.start()
 
-    def join(self) -> float:
-        """Wait for the batch in flight; returns the seconds waited (0 when none is in flight)."""
+    def join(self, timeout: float = JOIN_TIMEOUT_S) -> float:
+        """Wait for the batch in flight, at most `timeout` seconds; returns the seconds waited (0
+        when none is in flight). A thread still running then is given up on (a daemon: it ends
+        with the process) and its batch fails with a TimeoutError that says so."""
         if self._thread is None:
             return 0.0
         start = time.perf_counter()
-        self._thread.join()
+        self._thread.join(timeout)
+        if self._thread.is_alive() and self.pending is not None:
+            self.pending = dataclasses.replace(self.pending, trajs=None, error=TimeoutError(
+                f"the rollout engine did not finish the batch of step {self.pending.step} within {timeout:g} s "
+                "after the update (train/ahead.py JOIN_TIMEOUT_S): it is hung or far slower than the update"))
         self._thread = None
         return time.perf_counter() - start
 

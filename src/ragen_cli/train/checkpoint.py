@@ -20,6 +20,10 @@ writes state.json last, fsyncs every file and directory, renames the directory t
 prunes to the newest `keep` (each renamed aside before it is deleted). So a `step-<k>/` is
 whole; `latest_checkpoint` also requires its state.json. A failed write is a
 CheckpointWriteError naming the cause; the earlier checkpoints are untouched.
+
+A health rollback to step r deletes the checkpoints of steps after r (`abandon_after`): they
+hold the branch the run abandoned, and `--resume` must continue the restored one. The run's best
+(`checkpoint.keep_best`) goes back to the restored checkpoint's, and `best` with it.
 """
 
 from __future__ import annotations
@@ -142,6 +146,23 @@ def prune(ckpt_root: Path, keep: int, protect: int | None = None) -> list[Path]:
     return old
 
 
+def abandon_after(ckpt_root: Path, step: int) -> list[Path]:
+    """After a rollback to step `step`: delete the checkpoints of later steps, the branch the run
+    abandoned, so that `--resume` (newest step first) and pruning never take one of them; returns
+    their paths. All are renamed aside (`.old-step-*`, cleared by the next save if a kill stops
+    the deletion) before any is deleted, so only a kill between two renames leaves one behind."""
+    later = [p for k, p in list_checkpoints(ckpt_root) if k > step]
+    aside = [p.with_name(f".old-{p.name}") for p in later]
+    for p, a in zip(reversed(later), reversed(aside)):  # newest first
+        shutil.rmtree(a, ignore_errors=True)
+        p.rename(a)
+    if later:
+        fsync(ckpt_root)
+    for a in aside:
+        shutil.rmtree(a, ignore_errors=True)
+    return later
+
+
 BEST = "best"
 """`checkpoints/best`: a relative link to the best step's `step-<k>/` (`checkpoint.keep_best`)."""
 
@@ -155,6 +176,12 @@ def mark_best(ckpt_root: Path, step: int) -> Path:
     os.replace(tmp, link)
     fsync(ckpt_root)
     return link
+
+
+def unmark_best(ckpt_root: Path) -> None:
+    """Remove `checkpoints/best` (its checkpoint was abandoned by a rollback and no earlier best is kept)."""
+    (ckpt_root / BEST).unlink(missing_ok=True)
+    fsync(ckpt_root)
 
 
 def resolve_best(path: Path) -> Path:

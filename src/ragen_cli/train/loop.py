@@ -34,6 +34,7 @@ from ragen_cli.rollout.parity import ParityError
 from ragen_cli.spec.sizes import mini_batch_rows
 from ragen_cli.train import stages, step_metrics
 from ragen_cli.train import sync as weight_sync
+from ragen_cli.train.ahead import AheadFailure
 from ragen_cli.train.batch import collate, forward_tokens
 from ragen_cli.train.runtime import (Run, apply_decision, best_metric, health_decision, log_validation, new_best,
                                     setup, teardown)
@@ -103,8 +104,12 @@ def train_step(run: Run, step: int) -> dict[str, float]:
                                          run.state.lr_scale)
             metrics.update(step_metrics.critic_stats(old["values"], returns, batch.mask))
         update_s = time.perf_counter() - t_update
-    finally:  # the engine is free again before anything else uses it
-        metrics.update(stages.join_ahead(run, (t_scores, time.perf_counter())))
+    finally:  # the engine is free again (or given up on: a hung rollout) before anything else uses it
+        t_trained = time.perf_counter()
+        waited = run.ahead.join()
+    # every rank learns whether a rank's rollout failed during the update: if one did, all save
+    # this step and stop (AheadFailure) before the sync, validation or checkpoint use the engine
+    metrics.update(stages.settle_ahead(run, step, waited, (t_scores, t_trained)))
     # 7. sync the new weights into the rollout engine and check it serves them
     run.sync.wake()
     metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
@@ -165,10 +170,11 @@ def train(spec, plan, run_dir, resume: bool = False, warm_start_only: bool = Fal
                 summary.update(step=step, metrics=metrics)
                 if empty:
                     run.say(empty)
-                # after a rollback the weights are the checkpoint's: nothing new to save
+                # a rollback deletes the abandoned branch's checkpoints and saves the restored step
+                # again with the intervention's settings: a resume continues the branch that runs now
                 rolled_back = decision.action == "intervene" and apply_decision(run, decision)
                 ending = decision.action == "stop" or stop.requested or bool(empty)
-                if not rolled_back and (_checkpoint_due(spec, step) or decision.save_checkpoint or ending or best):
+                if rolled_back or _checkpoint_due(spec, step) or decision.save_checkpoint or ending or best:
                     run.save_checkpoint()
                 if ending:
                     summary["stopped"] = True
@@ -184,9 +190,12 @@ def train(spec, plan, run_dir, resume: bool = False, warm_start_only: bool = Fal
         if run.state.best_step is not None:
             run.say(f"ragen: best {best_metric(spec)} {run.state.best_value:.3f} at step {run.state.best_step}: "
                     f"{run.rundir.checkpoints_dir / 'best'} (step-{run.state.best_step})")
-    except (EnvFailure, ParityError) as exc:
-        # an outside env or a user's function failed, or the rollout engine does not serve the
-        # trainer's weights: the trainer's own state is sound, so keep what is trained, then stop
+    except (EnvFailure, ParityError, AheadFailure) as exc:
+        # an outside env or a user's function failed, the rollout engine does not serve the
+        # trainer's weights, or the rollout during an update failed: the trainer's own state is
+        # sound, so keep what is trained, then stop
+        if isinstance(exc, AheadFailure):
+            run.state.step = exc.step  # its update is done; the engine gets these weights on resume
         saved = save_before_stopping(run)
         _record_error(run, exc, checkpoint=None if saved is None else str(saved))
         run.say(f"ragen: stopping: {exc}"

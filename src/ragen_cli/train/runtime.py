@@ -33,6 +33,7 @@ class RunState:
     best_value: float | None = None
     warm_done: bool = False  # the spec's warm start is finished (train/warm_start.py)
     version: int = 0  # changes of the engine's weights: each step's sync, each rollback (train/ahead.py)
+    rollback_version: int = 0  # the version the last rollback made: a batch drawn before it is stale
     history: list[dict] = field(default_factory=list)  # metric records (for the health detector)
 
     def to_dict(self) -> dict[str, Any]:
@@ -251,11 +252,9 @@ def health_decision(run: Run, step: int) -> Decision:
 
 
 def apply_decision(run: Run, decision: Decision) -> bool:
-    """Carry out an intervention: stronger filtering, lower learning rates, rollback (weights,
-    optimizer, step counter and metric history go back to the checkpoint; the seed cursor does
-    not, so the run continues on fresh initial states). Returns whether it rolled back."""
-    from ragen_cli.train.sync import push_weights
-
+    """Carry out an intervention: stronger filtering, lower learning rates, rollback (`rollback`:
+    the run goes back to the checkpoint, except the seed cursor, so it continues on fresh initial
+    states). Returns whether it rolled back."""
     s = run.state
     step = s.step
     rolled_back = False
@@ -263,13 +262,9 @@ def apply_decision(run: Run, decision: Decision) -> bool:
         path = run.rundir.checkpoints_dir / f"step-{decision.rollback_to}"
         if path.is_dir():
             before = run.checksum()
-            saved = ckpt.load(path, run.engines)
-            s.step, s.history = saved["step"], [r for r in s.history if r["step"] <= saved["step"]]
-            run.tracker.forget_after(s.step)
-            push_weights(run, f"rollback-{s.step}")
-            s.version += 1  # other weights: a batch rolled out before the rollback is a version older
+            abandoned = rollback(run, path)
             run.event("rollback", step, to_step=s.step, path=str(path), checksum_before=before,
-                      checksum=run.checksum())
+                      checksum=run.checksum(), removed=[p.name for p in abandoned])
             rolled_back = True
         else:
             run.event("rollback", step, to_step=decision.rollback_to, path=str(path), error="checkpoint not found")
@@ -280,3 +275,27 @@ def apply_decision(run: Run, decision: Decision) -> bool:
     s.interventions += 1
     s.last_intervention_step = step
     return rolled_back
+
+
+def rollback(run: Run, path: Path) -> list[Path]:
+    """Go back to checkpoint `path` (weights, optimizer, step, metric history, best step) and make
+    the engine serve its weights, a new version; delete the abandoned branch's checkpoints (the
+    steps after it: `--resume` must not take them). A batch rolled out before is now stale
+    (`RunState.rollback_version`, train/ahead.py). Returns the deleted checkpoints (rank 0's list)."""
+    from ragen_cli.train.sync import push_weights
+
+    s, root = run.state, run.rundir.checkpoints_dir
+    saved = ckpt.load(path, run.engines)
+    s.step, s.history = saved["step"], [r for r in s.history if r["step"] <= saved["step"]]
+    s.best_step, s.best_value = saved.get("best_step"), saved.get("best_value")
+    run.tracker.forget_after(s.step)
+    abandoned = ckpt.abandon_after(root, s.step) if run.rank == 0 else []
+    if run.rank == 0 and (root / ckpt.BEST).is_symlink():  # the best goes back with the rest
+        if s.best_step is not None and (root / f"step-{s.best_step}").is_dir():
+            ckpt.mark_best(root, s.best_step)
+        else:
+            ckpt.unmark_best(root)
+    push_weights(run, f"rollback-{s.step}")
+    s.version += 1  # other weights: a batch rolled out before the rollback is a version older
+    s.rollback_version = s.version  # and drawn by weights the run abandoned (ahead.is_stale)
+    return abandoned

@@ -74,15 +74,16 @@ def share_rollouts(run, seeds: list[int], step: int, trajs: list, seconds: float
 
 def step_rollouts(run, step: int):
     """The step's trajectories and rollout metrics: the batch the engine rolled out during the
-    last update (`rollout.max_staleness` > 0; train/ahead.py) unless it is stale and dropped,
-    else rolled out now with the weights the engine serves. Advances the seed cursor past
-    the groups rolled out now (a batch rolled out ahead counted its own when it finished)."""
+    last update (`rollout.max_staleness` > 0; train/ahead.py) unless it is stale (too old, or
+    drawn before a rollback) and dropped, else rolled out now with the weights the engine
+    serves. Advances the seed cursor past the groups rolled out now (a batch rolled out ahead
+    counted its own when it finished)."""
     from ragen_cli.train.ahead import is_stale, version_lag
 
     spec, state = run.spec, run.state
     ahead, dropped = run.ahead.take(), 0.0
-    if ahead is not None and is_stale(ahead.version, state.version, spec.rollout.max_staleness) \
-            and spec.rollout.stale == "drop":
+    if ahead is not None and is_stale(ahead.version, state.version, spec.rollout.max_staleness,
+                                      state.rollback_version) and spec.rollout.stale == "drop":
         ahead, dropped = None, 1.0
     if ahead is None:
         seeds = step_seeds(state.cursor, spec.env.train.groups)
@@ -108,19 +109,24 @@ def launch_ahead(run, step: int) -> None:
     run.ahead.launch(ahead, lambda: local_rollouts(run, ahead.seeds, step, ahead.version))
 
 
-def join_ahead(run, trainer_span: tuple[float, float]) -> dict[str, float]:
-    """Wait for the batch in flight (the engine is free again: sync, probe and validation use
-    it); count its seeds; the seconds the trainer waited and the seconds both worked at once."""
-    from ragen_cli.train.ahead import overlap_seconds
+def settle_ahead(run, step: int, waited: float, trainer_span: tuple[float, float]) -> dict[str, float]:
+    """After step `step`'s update and the join (`RunAhead.join`): did the batch rolled out
+    meanwhile finish on every process? If any process's failed or hung, every process raises the
+    same `AheadFailure` (naming that rank and its error) before the sync, validation or
+    checkpoint use the engine; else its seeds are counted and -> the seconds the trainer waited
+    and the seconds both worked at once. A collective with several processes."""
+    from ragen_cli.train.ahead import AheadFailure, agree_failures, error_text, overlap_seconds
 
-    if run.spec.rollout.max_staleness == 0:
-        return {}
-    waited = run.ahead.join()
     ahead = run.ahead.pending
-    if ahead is None:
+    if run.spec.rollout.max_staleness == 0 or ahead is None:
         return {}
-    if ahead.error is None:
-        run.state.cursor += len(ahead.seeds)
+    failed = agree_failures(None if ahead.error is None else error_text(ahead.error), run.world)
+    if failed:
+        run.ahead.pending = None  # not saved: a resume rolls its seeds out again
+        (rank, text), others = failed[0], [r for r, _ in failed[1:]]
+        raise AheadFailure(step, rank, text + (f" (and on rank {', '.join(map(str, others))})" if others else "")) \
+            from ahead.error
+    run.state.cursor += len(ahead.seeds)
     return {"timing/ahead_wait_s": waited, "timing/overlap_s": overlap_seconds(ahead.span, trainer_span)}
 
 
