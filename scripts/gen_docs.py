@@ -1,4 +1,5 @@
-"""Regenerate docs/spec.md from the spec models: `python scripts/gen_docs.py` (`--check` exits 1 if stale)."""
+"""Regenerate docs/spec.md from the spec models, and the data adapters' option tables in
+docs/envs.md from their config classes: `python scripts/gen_docs.py` (`--check` exits 1 if stale)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,23 @@ from pathlib import Path
 
 from ragen_cli.spec.docgen import render
 
-TARGET = Path(__file__).resolve().parents[1] / "docs" / "spec.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+TARGET = DOCS / "spec.md"
+ENVS = DOCS / "envs.md"
 
 
 def main() -> int:
-    text = render()
+    from ragen_cli.envs.config_doc import update
+
+    pages = {TARGET: render(), ENVS: update(ENVS.read_text(encoding="utf-8"))}
     if "--check" in sys.argv[1:]:
-        current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""
-        if current != text:
-            print(f"{TARGET} is out of date: run python scripts/gen_docs.py", file=sys.stderr)
-            return 1
-        return 0
-    TARGET.write_text(text, encoding="utf-8")
-    print(f"wrote {TARGET}")
+        stale = [p for p, text in pages.items() if (p.read_text(encoding="utf-8") if p.exists() else "") != text]
+        for p in stale:
+            print(f"{p} is out of date: run python scripts/gen_docs.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p, text in pages.items():
+        p.write_text(text, encoding="utf-8")
+        print(f"wrote {p}")
     return 0
 
 

@@ -87,3 +87,18 @@ def test_relative_links_resolve(page: Path):
         assert dest.exists(), f"{page.name}: {target} does not exist"
         if anchor and dest.suffix == ".md":
             assert anchor in anchors(dest), f"{page.name}: no heading #{anchor} in {dest.name}"
+
+
+def test_the_data_adapters_option_tables_are_their_config_classes():
+    """docs/envs.md's option tables of dataset, tools and agent are generated from the config
+    dataclasses (envs/config_doc.py): every field, its default, its help; a stale block fails."""
+    from ragen_cli.envs.config_doc import ADAPTERS, options_table, update
+
+    text = (ROOT / "docs" / "envs.md").read_text(encoding="utf-8")
+    assert text == update(text), "run: python scripts/gen_docs.py"
+    for name in ADAPTERS:
+        assert f"<!-- options: {name} -->" in text
+    agent = options_table("agent")
+    # inherited fields keep their base class's help; the agent's own come first in its class
+    assert "| `path` | required | The data: a .jsonl" in agent and "| `entry` | required | Your agent" in agent
+    assert "| `timeout_s` | `120.0` | Longest time one episode may run" in agent

@@ -17,7 +17,7 @@ def test_list_shows_every_builtin_with_description():
     lines = result.output.strip().splitlines()
     # the built-in envs, then the adapters of outside envs and data (issue 34), by their spec names
     assert [line.split()[0] for line in lines] == list(registry.BUILTINS) + list(registry.ADAPTERS)
-    assert list(registry.ADAPTERS) == ["gymnasium", "textarena", "openenv", "dataset", "tools"]
+    assert list(registry.ADAPTERS) == ["gymnasium", "textarena", "openenv", "dataset", "tools", "agent"]
     assert "Sokoban 8x8 with 2 boxes." in result.output
 
 

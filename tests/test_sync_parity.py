@@ -140,7 +140,7 @@ def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(fault_
     """A real 2-step run (tiny-random, vLLM engine in its process, DeepSpeed, fp32, LoRA merged
     sync as the shipped specs; tests/sync_fault_run.py): with the real sync it trains to the end;
     with a sync that pushes only layer 0 from step 2 on (a half-applied sync) the probe stops it
-    in step 2 with ParityError, recorded as the run's error event, after saving step 1. A large
+    in step 2 with ParityError, recorded as the run's error event, after saving step 2 (its update is sound). A large
     entropy bonus moves the weights (rewards here do not differ within a group)."""
     import json
 
@@ -154,9 +154,10 @@ def test_a_run_whose_engine_gets_half_the_weights_stops_with_parity_error(fault_
     assert res["error"] == "ParityError" and ("do not serve the weights the update made" in res["message"]
                                               or "half-applied" in res["message"]), res
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    # stopped in step 2; step 1, whose sync was whole, is saved (the trainer's state is sound)
-    assert events[-1]["kind"] == "error" and events[-1]["step"] == 1 and "ParityError" in events[-1]["error"]
-    assert events[-1]["checkpoint"].endswith("step-1") and (out / "checkpoints" / "step-1" / "model").is_dir()
+    # stopped in step 2's sync: its update is sound (the engine failed, not the trainer), so it is
+    # saved as step 2 (its weights, its step count), and a resume pushes them to a fresh engine
+    assert events[-1]["kind"] == "error" and events[-1]["step"] == 2 and "ParityError" in events[-1]["error"]
+    assert events[-1]["checkpoint"].endswith("step-2") and (out / "checkpoints" / "step-2" / "model").is_dir()
 
 
 def test_the_bf16_merge_rounding_seen_in_a_healthy_run_passes():
@@ -338,7 +339,7 @@ def test_in_bf16_a_healthy_sync_runs_and_half_or_stale_syncs_stop(fault_runs_bf1
     """The same real 2-step run in bf16 (the trainer in bf16; the merged LoRA served by an fp32
     engine, rollout.vllm_args.engine_dtype): the healthy run ends, every sync keeping the update
     (sync/update_kept within 1e-3 of 1, as fp32 arithmetic on the merge gives); a half-applied
-    sync and a missing one stop in step 2 with ParityError after saving step 1. (On a CPU without
+    sync and a missing one stop in step 2 with ParityError after saving step 2 (its update is sound). (On a CPU without
     native bf16 the trainer's bf16 is emulated: slower, the same decisions.)"""
     import json
 
@@ -353,8 +354,8 @@ def test_in_bf16_a_healthy_sync_runs_and_half_or_stale_syncs_stop(fault_runs_bf1
         return
     assert res["error"] == "ParityError", res
     events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
-    assert events[-1]["kind"] == "error" and events[-1]["step"] == 1 and "ParityError" in events[-1]["error"]
-    assert events[-1]["checkpoint"].endswith("step-1") and (out / "checkpoints" / "step-1" / "model").is_dir()
+    assert events[-1]["kind"] == "error" and events[-1]["step"] == 2 and "ParityError" in events[-1]["error"]
+    assert events[-1]["checkpoint"].endswith("step-2") and (out / "checkpoints" / "step-2" / "model").is_dir()
 
 
 def test_the_parity_bound_under_drift():

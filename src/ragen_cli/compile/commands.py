@@ -27,6 +27,8 @@ def validate(
     schema: bool = typer.Option(False, "--schema", callback=_schema, is_eager=True, expose_value=False,
                                 help="Print the JSON Schema of run specs and exit."),
     no_probe: bool = typer.Option(False, "--no-probe", help="Do not run the spec's own code (env, reward functions) once on a sample."),
+    preview: bool = typer.Option(False, "--preview", help="Also sample a few base-model replies per env at the training "
+                                 "temperature and show what each reward function pays for them (loads the model)."),
 ) -> None:
     """Check a run spec without training: every problem, with file:line:col and key path; for
     a valid one, a summary and a warning for each setting with no effect in its Plan. Each env
@@ -38,6 +40,11 @@ def validate(
         typer.echo(line)
     for item in user_inert(loaded, _plan(loaded.spec))[0]:
         typer.echo(item.warning())
+    if preview:
+        from ragen_cli.eval.preview import preview as sample
+
+        for line in sample(loaded.spec):
+            typer.echo(line)
 
 
 def _plan(spec):

@@ -36,7 +36,11 @@ def _make(name: str, sets: list[str]):
     try:
         return make_env(name, config)
     except ValueError as err:
-        say("envs", str(err))
+        from ragen_cli.envs.config_doc import ADAPTERS
+
+        hint = (f"\n(the {name} adapter's options: docs/envs.md, or `ragen envs options {name}`; give them with "
+                f"--set, e.g. --set path=data.jsonl)") if name in ADAPTERS else ""
+        say("envs", str(err) + hint)
         raise typer.Exit(2) from None
     except Exception:  # a user's env class failing in __init__
         return _run_user_code(make_env, name, config)
@@ -101,6 +105,18 @@ def show(name: str = typer.Argument(..., help="Env name (see `ragen envs`)."),
     typer.echo(obs)
     typer.echo("-- valid actions --")
     typer.echo(_actions_text(env))
+
+
+@app.command("options")
+def options(name: str = typer.Argument(..., help="A data adapter: dataset, tools or agent.")) -> None:
+    """Print a data adapter's options (the table in docs/envs.md), which need no data file."""
+    from ragen_cli.envs.config_doc import ADAPTERS, options_table
+
+    if name not in ADAPTERS:
+        say("envs", f"options lists a data adapter's options ({', '.join(ADAPTERS)}); for {name!r} run "
+                    f"`ragen envs show {name}`, which prints its config")
+        raise typer.Exit(2)
+    typer.echo(options_table(name), nl=False)
 
 
 @app.command("play")

@@ -112,10 +112,14 @@ def train_step(run: Run, step: int) -> dict[str, float]:
     metrics.update(stages.settle_ahead(run, step, waited, (t_scores, t_trained)))
     # 7. sync the new weights into the rollout engine and check it serves them
     run.sync.wake()
-    metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
-    run.state.version += 1
-    t_parity = time.perf_counter()
-    metrics.update(run.sync.probe(parity, run.state.history))
+    try:
+        metrics.update(weight_sync.push_weights(run, f"step-{step}"))  # and how much of the update reached it
+        run.state.version += 1
+        t_parity = time.perf_counter()
+        metrics.update(run.sync.probe(parity, run.state.history))
+    except ParityError as exc:
+        exc.step = step  # the engine failed, not the update: the stop saves this step's weights as step `step`
+        raise
     metrics["timing/parity_s"] = parity_s + time.perf_counter() - t_parity
     # 8. metrics
     metrics.update(step_metrics.rank_mean(run, step_metrics.update_metrics(actor_stats, critic_stats)))
@@ -194,7 +198,7 @@ def train(spec, plan, run_dir, resume: bool = False, warm_start_only: bool = Fal
         # an outside env or a user's function failed, the rollout engine does not serve the
         # trainer's weights, or the rollout during an update failed: the trainer's own state is
         # sound, so keep what is trained, then stop
-        if isinstance(exc, AheadFailure):
+        if isinstance(exc, (AheadFailure, ParityError)) and getattr(exc, "step", None):
             run.state.step = exc.step  # its update is done; the engine gets these weights on resume
         saved = save_before_stopping(run)
         _record_error(run, exc, checkpoint=None if saved is None else str(saved))
