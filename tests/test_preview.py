@@ -1,4 +1,4 @@
-"""`ragen validate --preview` (eval/preview.py; issue 73, item 12): before any training, a few
+"""`ragen validate --preview` (rollout/preview.py; issue 73, item 12): before any training, a few
 base-model replies per env at the training temperature and what each reward function paid for
 each, with the share of groups whose rewards differ."""
 
@@ -19,7 +19,7 @@ def parity(prompts, completions, **columns):
 
 def test_preview_shows_replies_what_each_reward_paid_and_the_spread(tmp_path, monkeypatch):
     from ragen_cli.cli import app
-    from ragen_cli.eval.preview import spread_share
+    from ragen_cli.rollout.preview import spread_share
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -48,6 +48,6 @@ def test_preview_shows_replies_what_each_reward_paid_and_the_spread(tmp_path, mo
 
 
 def test_spread_share_by_hand():
-    from ragen_cli.eval.preview import spread_share
+    from ragen_cli.rollout.preview import spread_share
 
     assert spread_share([[0, 0, 0], [0, 1, 0], [1, 1]]) == pytest.approx(1 / 3) and spread_share([]) == 0.0

@@ -41,7 +41,7 @@ def validate(
     for item in user_inert(loaded, _plan(loaded.spec))[0]:
         typer.echo(item.warning())
     if preview:
-        from ragen_cli.eval.preview import preview as sample
+        from ragen_cli.rollout.preview import preview as sample
 
         for line in sample(loaded.spec):
             typer.echo(line)
