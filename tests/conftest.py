@@ -85,6 +85,24 @@ def vllm_probe(tiny_model_dir, smollm2_dir, tmp_path_factory) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+@pytest.fixture(scope="module")
+def tiny_hf():
+    """tiny-random (fp32, seeded) and its tokenizer behind the HF backend: (backend, model, tokenizer),
+    a real sampler for tests of what is built around one (the endpoint, agent envs)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ragen_cli.models.builtin import resolve_model
+    from ragen_cli.models.load import load_tokenizer
+    from ragen_cli.rollout.hf_backend import HFBackend
+
+    torch.manual_seed(0)
+    path = resolve_model("tiny-random", "float32")
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    tok = load_tokenizer(path)
+    return HFBackend(model, tok), model, tok
+
+
 @pytest.fixture(params=["fp32", "bf16"])
 def machine_precision(request, monkeypatch) -> str:
     """Run the test once as on a CPU without native bf16 (`precision: auto` -> fp32) and once as

@@ -72,19 +72,8 @@ def project(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def engine():
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ragen_cli.models.builtin import resolve_model
-    from ragen_cli.models.load import load_tokenizer
-    from ragen_cli.rollout.hf_backend import HFBackend
-
-    torch.manual_seed(0)
-    path = resolve_model("tiny-random", "float32")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    tok = load_tokenizer(path)
-    return HFBackend(model, tok), model, tok
+def engine(tiny_hf):
+    return tiny_hf
 
 
 def rollouts(engine, entry: str, seeds=(0, 1), group_size=2, **config):

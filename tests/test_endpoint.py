@@ -20,22 +20,13 @@ MAX_TOKENS = 6
 
 
 @pytest.fixture(scope="module")
-def served():
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from ragen_cli.models.builtin import resolve_model
-    from ragen_cli.models.load import load_tokenizer
+def served(tiny_hf):
     from ragen_cli.rollout.endpoint import AgentChatFormat, PolicyEndpoint
-    from ragen_cli.rollout.hf_backend import HFBackend
     from ragen_cli.spec.models import RolloutSpec
 
-    torch.manual_seed(0)
-    path = resolve_model("tiny-random", "float32")
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    tok = load_tokenizer(path)
+    backend, model, tok = tiny_hf
     fmt = AgentChatFormat(tok)
-    endpoint = PolicyEndpoint(HFBackend(model, tok), fmt, RolloutSpec(max_tokens_per_turn=MAX_TOKENS), seed=3)
+    endpoint = PolicyEndpoint(backend, fmt, RolloutSpec(max_tokens_per_turn=MAX_TOKENS), seed=3)
     yield endpoint, model, tok, fmt
     endpoint.close()
 
