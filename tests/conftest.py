@@ -85,6 +85,13 @@ def vllm_probe(tiny_model_dir, smollm2_dir, tmp_path_factory) -> dict:
     return json.loads(lines[-1][len("RESULT "):])
 
 
+@pytest.fixture(autouse=True)
+def _own_spec_folder(monkeypatch):
+    """Each test starts without a spec folder (user_code.SPEC_DIR_VAR, which loading a spec sets
+    for the process): one test's project must not answer another's `module:name`."""
+    monkeypatch.delenv("RAGEN_SPEC_DIR", raising=False)
+
+
 @pytest.fixture(scope="module")
 def tiny_hf():
     """tiny-random (fp32, seeded) and its tokenizer behind the HF backend: (backend, model, tokenizer),
