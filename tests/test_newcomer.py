@@ -225,20 +225,27 @@ def test_a_quoted_number_is_an_error(tmp_path, monkeypatch):
         f"  {spec}:15:16: model.lora.rank: '16' is text (quoted); write the number 16 without quotes")
 
 
-def test_an_offline_hub_id_missing_from_the_cache_is_named(tmp_path):
+def test_an_offline_hub_id_missing_from_the_cache_is_a_validate_error(tmp_path):
     """HF_HUB_OFFLINE=1 and a cache holding Qwen/Qwen2.5-0.5B-Instruct (its folder only): the
-    misspelt id is named, with the cached one as the suggestion."""
+    misspelt id is an error anchored at the --set that wrote it, with the cached one as the
+    suggestion; the dry run, which does not need the model, warns."""
     cache = tmp_path / "hub"
     (cache / "models--Qwen--Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     env = {**{k: v for k, v in os.environ.items() if k != "RAGEN_SPEC_DIR"}, "HF_HUB_OFFLINE": "1",
            "HF_HUB_CACHE": str(cache)}
+    why = (f"'Qwen/Qwen2.5-0.5B-Instruc' is not in the local Hugging Face cache ({cache}) and "
+           "HF_HUB_OFFLINE is set, so it cannot be downloaded; did you mean 'Qwen/Qwen2.5-0.5B-Instruct'? (fetch it "
+           "with `huggingface-cli download Qwen/Qwen2.5-0.5B-Instruc` where the hub is reachable)")
     done = subprocess.run(RAGEN + ["validate", "ragen.yaml", "--no-probe", "--set", "model.name=Qwen/Qwen2.5-0.5B-Instruc"],
                           cwd=TEMPLATES / "guess", env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[2:] == [
-        f"warning: model.name 'Qwen/Qwen2.5-0.5B-Instruc' is not in the local Hugging Face cache ({cache}) and "
-        "HF_HUB_OFFLINE is set, so it cannot be downloaded; did you mean 'Qwen/Qwen2.5-0.5B-Instruct'? (fetch it "
-        "with `huggingface-cli download Qwen/Qwen2.5-0.5B-Instruc` where the hub is reachable)"]
+    assert done.returncode == 2, done.stdout
+    assert done.stderr.splitlines() == [
+        "ragen validate: 1 problem in the run spec:",
+        f"  --set model.name=Qwen/Qwen2.5-0.5B-Instruc: model.name: {why}"]
+    dry = subprocess.run(RAGEN + ["train", "ragen.yaml", "--dry-run", "--set", "model.name=Qwen/Qwen2.5-0.5B-Instruc"],
+                         cwd=TEMPLATES / "guess", env=env, capture_output=True, text=True, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert f"warning: model.name {why}" in dry.stdout.splitlines()
 
 
 # ---------------------------------------------------------------- 6: no warnings the user did not cause

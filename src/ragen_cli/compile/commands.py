@@ -33,7 +33,7 @@ def validate(
     """Check a run spec without training: every problem, with file:line:col and key path; for
     a valid one, a summary and a warning for each setting with no effect in its Plan. Each env
     that runs your code (a module:Class env, reward functions) is run once on a sample first."""
-    loaded = load_or_exit(spec, set_, probe=not no_probe)
+    loaded = load_or_exit(spec, set_, probe=not no_probe, machine=True)
     typer.echo(summary(loaded))
     typer.echo(provenance_line(loaded))
     for line in spec_warnings(loaded.spec):
@@ -71,7 +71,8 @@ def user_inert(loaded, plan) -> tuple[list, list]:
 def spec_warnings(spec) -> list[str]:
     """A warning for each value ragen uses other than the spec wrote (spec.sizes.derive_sizes
     caps the micro batch at a mini batch's rows per process), and for a hub model that cannot
-    load offline (`spec.refs.hub_cache_problem`)."""
+    load offline (`spec.refs.hub_cache_problem`: an error in `ragen validate`, a warning beside
+    the dry run's plan, which does not need the model)."""
     from ragen_cli.spec.checks import compiled_sizes
     from ragen_cli.spec.refs import hub_cache_problem
 

@@ -33,14 +33,16 @@ def templates_dir(name: str = "guess") -> Path:
     return Path(__file__).resolve().parents[1] / "templates" / name
 
 
-def load_or_exit(spec: Path, overrides: List[str], probe: bool = False, command: str = "validate") -> LoadedSpec:
-    """Load and validate (`probe`: and run the user's env code once), or print every problem to
+def load_or_exit(spec: Path, overrides: List[str], probe: bool = False, command: str = "validate",
+                 machine: bool = False) -> LoadedSpec:
+    """Load and validate (`probe`: and run the user's env code once; `machine`: and check what
+    must exist on this machine, `spec.loader.machine_problems`), or print every problem to
     stderr (`ragen COMMAND: N problems in the run spec:`, then one a line) and exit 2."""
     from ragen_cli.spec.errors import SpecError
     from ragen_cli.spec.loader import load
 
     try:
-        return load(spec, overrides, probe=probe)
+        return load(spec, overrides, probe=probe, machine=machine)
     except SpecError as exc:
         fail(command, exc.render(), SPEC_EXIT)
 

@@ -152,9 +152,10 @@ def _read(path: Path) -> tuple[str | None, Problem | None]:
                              "a binary file?); save the spec as UTF-8")
 
 
-def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False) -> LoadedSpec:
+def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False, machine: bool = False) -> LoadedSpec:
     """Load, override, apply the preset and validate; raise `SpecError` listing all problems.
-    `probe`: also run each env that runs the user's code once (`probe_problems`)."""
+    `probe`: also run each env that runs the user's code once (`probe_problems`); `machine`: also
+    check what must exist on this machine (`machine_problems`)."""
     file = str(path)
     text, problem = _read(Path(path))
     if problem:
@@ -192,6 +193,9 @@ def load(path: str | Path, overrides: Sequence[str] = (), probe: bool = False) -
     if spec is not None and not problems and probe:
         for key, message in probe_problems(spec):
             problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
+    if spec is not None and not problems and machine:
+        for key, message in machine_problems(spec):
+            problems.append(Problem(locator.where(split_path(key), at_value=True), key, message))
     if problems:
         raise SpecError(sorted(problems, key=_order))
     return LoadedSpec(spec, file, _provenance(spec, preset, located.data, parsed))
@@ -214,6 +218,15 @@ def quoted_numbers(model: Any, data: Any, path: KeyPath = ()) -> list[tuple[KeyP
     elif isinstance(model, int) and not isinstance(model, bool) and isinstance(data, str):
         out.append((path, f"{data!r} is text (quoted); write the number {model} without quotes"))
     return out
+
+
+def machine_problems(spec: RunSpec) -> list[tuple[str, str]]:
+    """What this machine lacks for the spec: with HF_HUB_OFFLINE set, a hub model whose snapshot
+    is not in the local cache (`spec.refs.hub_cache_problem`): [(key path, message)]."""
+    from ragen_cli.spec.refs import hub_cache_problem
+
+    hub = hub_cache_problem(spec.model.name)
+    return [("model.name", hub)] if hub else []
 
 
 def probe_problems(spec: RunSpec) -> list[tuple[str, str]]:
