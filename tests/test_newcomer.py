@@ -263,9 +263,13 @@ def test_shipped_specs_and_templates_validate_without_a_warning(path, monkeypatc
 
 
 # ---------------------------------------------------------------- 9: `ragen watch` names how a run ended
-def _interrupted_run(tmp_path: Path) -> Path:
+INTERRUPTED = {"step": 6, "time": 1700000090.0, "kind": "end", "stopped": True, "interrupted": True}
+
+
+def _ended_run(tmp_path: Path, last: dict = INTERRUPTED) -> Path:
     """tests/fixtures/runs/healthy (40 steps, step k at time 1700000012 + 12 k) cut after step 6,
-    its last event the `end` that Ctrl-C writes (train/loop.py): interrupted at step 6."""
+    its last event `last` (default: the `end` that Ctrl-C writes, train/loop.py: interrupted at
+    step 6)."""
     import json
 
     src, run = ROOT / "tests" / "fixtures" / "runs" / "healthy", tmp_path / "healthy"
@@ -274,13 +278,48 @@ def _interrupted_run(tmp_path: Path) -> Path:
     (run / "metrics.jsonl").write_text("\n".join(metrics) + "\n")
     events = [json.loads(line) for line in (src / "events.jsonl").read_text().splitlines()]
     kept = [ev for ev in events if ev["step"] <= 6 and ev["kind"] != "end"]
-    kept.append({"step": 6, "time": 1700000090.0, "kind": "end", "stopped": True, "interrupted": True})
+    kept.append(last)
     (run / "events.jsonl").write_text("".join(json.dumps(ev) + "\n" for ev in kept))
     return run
 
 
+ENDINGS = {  # the last event train/loop.py writes -> what the header says
+    "interrupted": (INTERRUPTED, "interrupted at step 6 of 40"),
+    "failed": ({"step": 6, "time": 1700000090.0, "kind": "error", "error": "RuntimeError: boom"}, "failed at step 6 of 40"),
+    "stopped": ({"step": 6, "time": 1700000090.0, "kind": "end", "stopped": True, "interrupted": False},
+                "stopped at step 6 of 40"),
+}
+
+
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_watch_app_names_how_the_run_ended(tmp_path, ending):
+    """The Textual app (App.run_test + Pilot), not only its formatter: the header names the ending,
+    elapsed is start 1700000000 to the last event 1700000090 = 1m30s, and no ETA or "finished"."""
+    import asyncio
+
+    from ragen_cli.tui.app import WatchApp
+    from ragen_cli.tui.widgets.header import RunHeader
+
+    last, words = ENDINGS[ending]
+    run = _ended_run(tmp_path, last)
+
+    async def header() -> str:
+        app = WatchApp([run])
+        async with app.run_test(size=(140, 44)) as pilot:
+            for _ in range(200):
+                text = str(app.query_one("#run-0 RunHeader", RunHeader).render())
+                if "step 6" in text:
+                    break
+                await pilot.pause(0.05)
+            return text
+
+    text = asyncio.run(header())
+    assert f"step 6 (7/40)  {words}  elapsed 1m30s  " in text
+    assert "ETA" not in text and "finished" not in text
+
+
 def test_watch_through_a_pipe_prints_an_interrupted_run_as_such(tmp_path):
-    run = _interrupted_run(tmp_path)
+    run = _ended_run(tmp_path)
     result = runner.invoke(app, ["watch", str(run)])  # CliRunner's stdout is not a terminal
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
