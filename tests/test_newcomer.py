@@ -428,12 +428,18 @@ def test_dry_run_opens_with_a_summary_and_an_estimate():
     assert lines[0] == ("bandit: 30 steps of 256 trajectories (16 groups x 16), each at most 1 turn x 8 tokens "
                         "(2,048 generated tokens a step at most); the update trains up to 32 kept trajectories in "
                         "1 optimizer step a step, 30 in the run.")
-    # step: (14.1 + 0.0285 x 256) x 1 turn = 21.396 s; validations: before, at 5, 10, ..., 30 = 7, each
-    # 0.0285 x 64 episodes (2 envs x 32) = 1.824 s; run: 30 + 30 x 21.396 + 7 x 1.824 = 684.6 s = 11.4 min
+    # bf16 step: 3.40 + 0.83 + 0.0265 x 256 + 0.113 x 32 kept (one pass: no old log-probs, no reference) = 14.63 s;
+    # a validation: 2.53 + 0.0315 x 64 episodes (2 envs x 32) = 4.546 s, 7 of them (before, at 5, ..., 30).
+    # fp32 on a CPU with native bf16: x 10.9 / 7.77 -> step 20.52 s, validation 6.377 s,
+    #   run 16.5 + 30 x 20.523 + 7 x 6.377 = 676.8 s = 11.3 min;
+    # without native bf16: x 21.38 / 7.77 -> step 40.26 s, validation 12.509 s, run 1311.7 s = 21.9 min
+    from ragen_cli.device import CPU_BF16_FLAGS, cpu_flags
+
+    step, run = ("21 s", "11.3 min") if set(CPU_BF16_FLAGS) & cpu_flags() else ("40 s", "21.9 min")
     cores = "" if os.cpu_count() == 2 else f"; this machine has {os.cpu_count()} cores, not scaled"
-    assert lines[1] == ("Estimated time: ~21 s a step, ~11.4 min for the run with validation and start (stored profile: "
-                        "smollm2-135m-instruct on 2 CPU cores in fp32, from specs/bandit.yaml and the guess template "
-                        f"(compile/estimate.py){cores}; episodes that end early make it shorter).")
+    assert lines[1] == (f"Estimated time: ~{step} a step, ~{run} for the run with validation and start (stored profile: "
+                        "smollm2-135m-instruct on 2 CPU cores in fp32, fitted from specs/bandit.yaml and the dataset "
+                        f"template (compile/estimate.py){cores}; episodes that end early make it shorter).")
 
 
 def test_dry_run_explains_deepspeeds_accumulation_and_the_engine_dtype():
@@ -451,15 +457,25 @@ def test_dry_run_explains_deepspeeds_accumulation_and_the_engine_dtype():
 def test_the_estimate_names_what_its_profile_lacks():
     from ragen_cli.compile.estimate import estimate
 
-    args = dict(precision="fp32", native_bf16=False, cpus=2, trajectories=32, max_turns=1, steps=12, val_rows=40,
-                val_every=4)
+    args = dict(precision="fp32", native_bf16=False, cpus=2, trajectories=32, kept=32, max_turns=1, passes=1,
+                critic=False, steps=12, val_rows=40, val_every=4)
     assert estimate("org/big-model", "cpu", **args).basis == (
         "the stored profile is of smollm2-135m-instruct, not org/big-model")
     assert estimate("smollm2-135m-instruct", "cuda", **args).step_s is None
-    # the dataset template in bf16 on a CPU with native bf16: (14.1 + 0.0285 x 32) x 0.3634 = 5.456 s a step;
-    # validations before, at 4, 8, 12 = 4, each 0.0285 x 40 x 0.3634 = 0.414 s; 30 + 12 x 5.456 + 4 x 0.414 = 97.1 s
+    # the dataset template in bf16 on a CPU with native bf16 (32 trajectories, all kept, one reference
+    # forward): 3.40 + 0.83 + 0.0265 x 32 + (0.113 + 0.062) x 32 = 10.678 s a step; validations before,
+    # at 4, 8, 12 = 4, each 2.53 + 0.0315 x 40 = 3.79 s; run 16.5 + 12 x 10.678 + 4 x 3.79 = 159.8 s
     done = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True})
-    assert done.step_s == pytest.approx(5.456, abs=1e-3) and done.run_s == pytest.approx(97.1, abs=0.1)
+    assert done.step_s == pytest.approx(10.678, abs=1e-3) and done.run_s == pytest.approx(159.8, abs=0.1)
+    # the guess template: 3 turns (1 + 2 + 3 = 6 turns of context), 8 of 32 kept, old log-probs (4
+    # optimizer steps): 3.40 + 3 x 0.83 + 0.0265 x 32 x 6 + (0.113 + 0.062) x 8 x 6 = 19.378 s
+    guess = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True, "kept": 8,
+                                                        "max_turns": 3})
+    assert guess.step_s == pytest.approx(19.378, abs=1e-3)
+    # a critic counts as a second update: + 0.113 x 32 = 3.616 s
+    critic = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True,
+                                                         "critic": True})
+    assert critic.step_s - done.step_s == pytest.approx(3.616, abs=1e-3)
     assert estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16"}).step_s is None  # emulated
 
 

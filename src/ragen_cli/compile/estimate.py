@@ -1,24 +1,35 @@
 """How long a Plan's run takes, estimated before it starts (`ragen train --dry-run`'s summary).
 
-Not a calibration: a stored profile. Two runs of SmolLM2-135M on a 2-core CPU in fp32 (no native
-bf16) give the cost of one turn of generation and update (`TURN_S`, whatever the batch) and of
-one trajectory-turn (`ROW_TURN_S`); a step then costs
+Not a calibration: a stored profile, fitted from the timers of three whole runs of SmolLM2-135M on
+a 2-core CPU with native bf16 (AMD EPYC, avx512_bf16), one at a time on the idle machine, on
+2026-12-05 (`bench/estimate_check.py`; the runs' numbers in data/estimate/, the check in
+docs/experiments/performance.md, "The dry run's estimate"). A step of T turns (the most an episode
+may take), R trajectories and K kept trajectories costs
 
-    step_s = (TURN_S + ROW_TURN_S x trajectories) x max_turns x precision factor,
+    step_s = STEP_S + T x ROLLOUT_TURN_S + ROLLOUT_ROW_S x R x T(T+1)/2
+             + (TRAIN_ROW_S x (1 + critic) + PASS_ROW_S x passes) x K x T(T+1)/2
 
-max_turns the most turns an episode may take (episodes that end sooner make steps shorter). Solved
-from the two measured steps (docs/experiments/performance.md, docs/experiments/scaffold.md):
+T(T+1)/2 because turn t of a trajectory carries the t turns before it in its context, so tokens,
+and time, grow with it; `passes` counts the forwards before the update (old log-probs, unless the
+update is one optimizer step; the reference model, when there is a KL term). Fitted from the
+single-turn runs' timers:
 
-    specs/bandit.yaml, fp32:   1 turn,  256 trajectories: 21.4 s = TURN_S + 256 ROW_TURN_S
-    the guess template, fp32:  3 turns,  32 trajectories: 45 s  = 3 TURN_S + 96 ROW_TURN_S
+    sync + parity probe + collapse metrics, a step:  3.65 s (dataset template), 3.31 s (specs/bandit.yaml),
+                                                     3.24 s (guess template): STEP_S = 3.40 s
+    rollout: 1.68 s for 32 trajectories (dataset), 7.61 s for 256 (bandit): 0.0265 s a trajectory, 0.83 s a turn
+    update: 3.50 s for 30.9 kept trajectories, one pass (bandit): 0.113 s a kept trajectory
+    reference forward: 1.32 s for 32 kept (dataset): 0.041 s; with its update (4.29 s) the dataset's
+        0.175 s a kept trajectory = 0.113 + 0.062 (PASS_ROW_S, one pass)
+    validation: 5.0 s (40 episodes), 3.1 s (64), 8.8 s (32 of 3 turns: 192 units), least squares:
+        VAL_S = 2.53 s + VAL_ROW_S = 0.0315 s an episode-unit
+    start (model load, engine start, checkpoints): 16.4 s and 16.6 s left over in the two runs' wall time
 
-gives TURN_S = 14.1 s, ROW_TURN_S = 0.0285 s. bf16 on a CPU with native bf16 (avx512_bf16, amx)
-ran specs/bandit.yaml in 7.77 s a step against fp32's 21.4 s: factor 0.363. A validation costs its
-episodes' trajectory-turns at ROW_TURN_S (`val_s`: no update, so no TURN_S; one before the first
-step, one every `val.every` steps, one after the last), the start (model load, engine start)
-`START_S`. Checked against the one whole run measured: the guess template in fp32 took 9:22
-(scaffold.md); the formula gives 9.7 min. A model, device or precision the profile has not measured gets no estimate,
-and the summary says so, rather than a guess.
+The multi-turn guess template (3 turns, 32 trajectories, 8 kept, 4 optimizer steps) is held out of
+the fit: the formula gives 19.4 s a step against 21.2 s measured. A critic's update is counted as
+a second update (not measured). fp32 from the measured ratios of specs/bandit.yaml
+(docs/experiments/performance.md, 2026-11-26/27): x 1.40 on a CPU with native bf16 (10.9 s against
+7.77 s), x 2.75 on one without (AVX2 only: 21.38 s). A model, device or precision the profile has
+not measured gets no estimate, and the summary says so, rather than a guess.
 """
 
 from __future__ import annotations
@@ -27,10 +38,16 @@ from dataclasses import dataclass
 
 PROFILED_MODEL = "smollm2-135m-instruct"
 PROFILED_CPUS = 2
-TURN_S = 14.1  # seconds per turn of a step (engine call, update), any batch; fp32
-ROW_TURN_S = 0.0285  # seconds per trajectory-turn; fp32
-NATIVE_BF16 = 7.77 / 21.38  # specs/bandit.yaml a step: native bf16 / fp32 (performance.md)
-START_S = 30.0  # model load and engine start (scaffold.md: 9:22 wall time, 8.8 min at step 12)
+STEP_S = 3.40  # a step's weight sync, parity probe and collapse metrics
+ROLLOUT_TURN_S = 0.83  # an engine call a turn, any batch
+ROLLOUT_ROW_S = 0.0265  # a trajectory's generation, per turn of context
+TRAIN_ROW_S = 0.113  # a kept trajectory's update (forward and backward), per turn of context
+PASS_ROW_S = 0.062  # a kept trajectory's forward before the update (old log-probs or the reference)
+VAL_S = 2.53  # a validation, whatever its size
+VAL_ROW_S = 0.0315  # a validation episode, per turn of context
+START_S = 16.5  # model load, engine start and checkpoints
+FP32_NATIVE_BF16_CPU = 10.9 / 7.77  # fp32 / bf16 step, specs/bandit.yaml, the same CPU
+FP32_NO_BF16_CPU = 21.38 / 7.77  # fp32 on a CPU without native bf16 (AVX2) / bf16 on one with it
 
 
 @dataclass(frozen=True)
@@ -43,19 +60,28 @@ class Estimate:
     basis: str
 
 
-def step_s(trajectories: int, max_turns: int, factor: float) -> float:
-    return (TURN_S + ROW_TURN_S * trajectories) * max_turns * factor
+def context_turns(max_turns: int) -> int:
+    """Turns of context summed over a trajectory's turns: 1 + 2 + ... + T."""
+    return max_turns * (max_turns + 1) // 2
 
 
-def val_s(episodes: int, max_turns: int, factor: float) -> float:
-    """A validation: its episodes' trajectory-turns, without a step's per-turn cost (mostly the update)."""
-    return ROW_TURN_S * episodes * max_turns * factor
+def step_s(trajectories: int, kept: int, max_turns: int, passes: int, critic: bool) -> float:
+    """A training step's seconds in bf16 on the profiled CPU (the module's formula)."""
+    units = context_turns(max_turns)
+    train = (TRAIN_ROW_S * (2 if critic else 1) + PASS_ROW_S * passes) * kept * units
+    return STEP_S + ROLLOUT_TURN_S * max_turns + ROLLOUT_ROW_S * trajectories * units + train
 
 
-def estimate(model: str, device: str, precision: str, native_bf16: bool, cpus: int, trajectories: int,
-             max_turns: int, steps: int, val_rows: int, val_every: int) -> Estimate:
-    """The estimate for a run of `steps` steps of `trajectories` trajectories of at most `max_turns`
-    turns, validating `val_rows` episodes every `val_every` steps (0: never)."""
+def val_s(episodes: int, max_turns: int) -> float:
+    """A validation's seconds in bf16: generation only."""
+    return VAL_S + VAL_ROW_S * episodes * context_turns(max_turns)
+
+
+def estimate(model: str, device: str, precision: str, native_bf16: bool, cpus: int, trajectories: int, kept: int,
+             max_turns: int, passes: int, critic: bool, steps: int, val_rows: int, val_every: int) -> Estimate:
+    """The estimate for a run of `steps` steps of `trajectories` trajectories (`kept` of them
+    trained, after `passes` forwards each) of at most `max_turns` turns, validating `val_rows`
+    episodes every `val_every` steps (0: never)."""
     if device != "cpu":
         return Estimate(None, None, "no stored profile for GPUs yet (bench/step_profile.py measures one)")
     if model != PROFILED_MODEL:
@@ -64,13 +90,13 @@ def estimate(model: str, device: str, precision: str, native_bf16: bool, cpus: i
         return Estimate(None, None, "bf16 emulated on this CPU (no native bf16): unprofiled, and ~100x slower")
     if precision not in ("fp32", "bf16"):
         return Estimate(None, None, f"no stored profile for {precision} on a CPU")
-    factor = NATIVE_BF16 if precision == "bf16" else 1.0
-    step = step_s(trajectories, max_turns, factor)
+    factor = 1.0 if precision == "bf16" else FP32_NATIVE_BF16_CPU if native_bf16 else FP32_NO_BF16_CPU
+    step = step_s(trajectories, kept, max_turns, passes, critic) * factor
     validations = (1 + steps // val_every + (1 if steps % val_every else 0)) if val_every else 0  # before, every, after
-    run = START_S + steps * step + validations * val_s(val_rows, max_turns, factor)
+    run = START_S + steps * step + validations * val_s(val_rows, max_turns) * factor
     cores = "" if cpus == PROFILED_CPUS else f"; this machine has {cpus} cores, not scaled"
-    basis = (f"stored profile: {PROFILED_MODEL} on {PROFILED_CPUS} CPU cores in {precision}, from specs/bandit.yaml "
-             f"and the guess template (compile/estimate.py){cores}")
+    basis = (f"stored profile: {PROFILED_MODEL} on {PROFILED_CPUS} CPU cores in {precision}, fitted from "
+             f"specs/bandit.yaml and the dataset template (compile/estimate.py){cores}")
     return Estimate(step, run, basis)
 
 

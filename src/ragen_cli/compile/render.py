@@ -126,12 +126,15 @@ def plan_estimate(plan: Plan, spec: Any) -> Estimate:
     import os
 
     from ragen_cli.compile.estimate import estimate
+    from ragen_cli.compile.inert import single_pass
     from ragen_cli.device import CPU_BF16_FLAGS, cpu_flags
 
-    val = spec.env.val
+    val, z = spec.env.val, plan.sizes
+    passes = (0 if single_pass(spec, plan) else 1) + (1 if plan.needs_reference else 0)
     return estimate(spec.model.name, plan.device, plan.precision, bool(set(CPU_BF16_FLAGS) & cpu_flags()),
-                    os.cpu_count() or 1, plan.sizes.trajectories_per_step, spec.rollout.max_turns, spec.train.steps,
-                    val.episodes * max(1, len(val.envs)), val.every)
+                    os.cpu_count() or 1, z.trajectories_per_step, z.kept_trajectories, spec.rollout.max_turns, passes,
+                    spec.algorithm.adv_estimator == "gae", spec.train.steps, val.episodes * max(1, len(val.envs)),
+                    val.every)
 
 
 def print_plan(plan: Plan, provenance: Mapping[str, str] | None = None, console: Console | None = None,
