@@ -428,14 +428,14 @@ def test_dry_run_opens_with_a_summary_and_an_estimate():
     assert lines[0] == ("bandit: 30 steps of 256 trajectories (16 groups x 16), each at most 1 turn x 8 tokens "
                         "(2,048 generated tokens a step at most); the update trains up to 32 kept trajectories in "
                         "1 optimizer step a step, 30 in the run.")
-    # bf16 step: 3.40 + 0.83 + 0.0265 x 256 + 0.113 x 32 kept (one pass: no old log-probs, no reference) = 14.63 s;
+    # bf16 step: 3.48 + 0.83 + 0.0265 x 256 + 0.113 x 32 kept (one pass: no old log-probs, no reference) = 14.71 s;
     # a validation: 2.53 + 0.0315 x 64 episodes (2 envs x 32) = 4.546 s, 7 of them (before, at 5, ..., 30).
-    # fp32 on a CPU with native bf16: x 10.9 / 7.77 -> step 20.52 s, validation 6.377 s,
-    #   run 16.5 + 30 x 20.523 + 7 x 6.377 = 676.8 s = 11.3 min;
-    # without native bf16: x 21.38 / 7.77 -> step 40.26 s, validation 12.509 s, run 1311.7 s = 21.9 min
+    # fp32 on a CPU with native bf16: x 10.9 / 7.77 -> step 20.64 s, validation 6.377 s,
+    #   run 16.5 + 30 x 20.636 + 7 x 6.377 = 680.2 s = 11.3 min;
+    # without native bf16: x 21.38 / 7.77 -> step 40.48 s, validation 12.509 s, run 1318.3 s = 22.0 min
     from ragen_cli.device import CPU_BF16_FLAGS, cpu_flags
 
-    step, run = ("21 s", "11.3 min") if set(CPU_BF16_FLAGS) & cpu_flags() else ("40 s", "21.9 min")
+    step, run = ("21 s", "11.3 min") if set(CPU_BF16_FLAGS) & cpu_flags() else ("40 s", "22.0 min")
     cores = "" if os.cpu_count() == 2 else f"; this machine has {os.cpu_count()} cores, not scaled"
     assert lines[1] == (f"Estimated time: ~{step} a step, ~{run} for the run with validation and start (stored profile: "
                         "smollm2-135m-instruct on 2 CPU cores in fp32, fitted from specs/bandit.yaml and the dataset "
@@ -463,15 +463,15 @@ def test_the_estimate_names_what_its_profile_lacks():
         "the stored profile is of smollm2-135m-instruct, not org/big-model")
     assert estimate("smollm2-135m-instruct", "cuda", **args).step_s is None
     # the dataset template in bf16 on a CPU with native bf16 (32 trajectories, all kept, one reference
-    # forward): 3.40 + 0.83 + 0.0265 x 32 + (0.113 + 0.062) x 32 = 10.678 s a step; validations before,
-    # at 4, 8, 12 = 4, each 2.53 + 0.0315 x 40 = 3.79 s; run 16.5 + 12 x 10.678 + 4 x 3.79 = 159.8 s
+    # forward): 3.48 + 0.83 + 0.0265 x 32 + (0.113 + 0.062) x 32 = 10.758 s a step; validations before,
+    # at 4, 8, 12 = 4, each 2.53 + 0.0315 x 40 = 3.79 s; run 16.5 + 12 x 10.758 + 4 x 3.79 = 160.8 s
     done = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True})
-    assert done.step_s == pytest.approx(10.678, abs=1e-3) and done.run_s == pytest.approx(159.8, abs=0.1)
+    assert done.step_s == pytest.approx(10.758, abs=1e-3) and done.run_s == pytest.approx(160.8, abs=0.1)
     # the guess template: 3 turns (1 + 2 + 3 = 6 turns of context), 8 of 32 kept, old log-probs (4
-    # optimizer steps): 3.40 + 3 x 0.83 + 0.0265 x 32 x 6 + (0.113 + 0.062) x 8 x 6 = 19.378 s
+    # optimizer steps): 3.48 + 3 x 0.83 + 0.0265 x 32 x 6 + (0.113 + 0.062) x 8 x 6 = 19.458 s
     guess = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True, "kept": 8,
                                                         "max_turns": 3})
-    assert guess.step_s == pytest.approx(19.378, abs=1e-3)
+    assert guess.step_s == pytest.approx(19.458, abs=1e-3)
     # a critic counts as a second update: + 0.113 x 32 = 3.616 s
     critic = estimate("smollm2-135m-instruct", "cpu", **{**args, "precision": "bf16", "native_bf16": True,
                                                          "critic": True})

@@ -14,18 +14,18 @@ and time, grow with it; `passes` counts the forwards before the update (old log-
 update is one optimizer step; the reference model, when there is a KL term). Fitted from the
 single-turn runs' timers:
 
-    sync + parity probe + collapse metrics, a step:  3.65 s (dataset template), 3.31 s (specs/bandit.yaml),
-                                                     3.24 s (guess template): STEP_S = 3.40 s
+    sync + parity probe + collapse metrics, a step: 3.65 s (dataset template), 3.31 s (specs/bandit.yaml):
+        STEP_S = 3.48 s
     rollout: 1.68 s for 32 trajectories (dataset), 7.61 s for 256 (bandit): 0.0265 s a trajectory, 0.83 s a turn
     update: 3.50 s for 30.9 kept trajectories, one pass (bandit): 0.113 s a kept trajectory
     reference forward: 1.32 s for 32 kept (dataset): 0.041 s; with its update (4.29 s) the dataset's
         0.175 s a kept trajectory = 0.113 + 0.062 (PASS_ROW_S, one pass)
-    validation: 5.0 s (40 episodes), 3.1 s (64), 8.8 s (32 of 3 turns: 192 units), least squares:
-        VAL_S = 2.53 s + VAL_ROW_S = 0.0315 s an episode-unit
+    validation (the guess template's too, the one use of it in the fit): 5.0 s (40 episodes), 3.1 s
+        (64), 8.8 s (32 of 3 turns: 192 units), least squares: VAL_S = 2.53 s + VAL_ROW_S = 0.0315 s a unit
     start (model load, engine start, checkpoints): 16.4 s and 16.6 s left over in the two runs' wall time
 
-The multi-turn guess template (3 turns, 32 trajectories, 8 kept, 4 optimizer steps) is held out of
-the fit: the formula gives 19.4 s a step against 21.2 s measured. A critic's update is counted as
+The multi-turn guess template's steps (3 turns, 32 trajectories, 8 kept, 4 optimizer steps) are held
+out of the fit: the formula gives 19.5 s a step against 21.2 s measured. A critic's update is counted as
 a second update (not measured). fp32 from the measured ratios of specs/bandit.yaml
 (docs/experiments/performance.md, 2026-11-26/27): x 1.40 on a CPU with native bf16 (10.9 s against
 7.77 s), x 2.75 on one without (AVX2 only: 21.38 s). A model, device or precision the profile has
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 PROFILED_MODEL = "smollm2-135m-instruct"
 PROFILED_CPUS = 2
-STEP_S = 3.40  # a step's weight sync, parity probe and collapse metrics
+STEP_S = 3.48  # a step's weight sync, parity probe and collapse metrics
 ROLLOUT_TURN_S = 0.83  # an engine call a turn, any batch
 ROLLOUT_ROW_S = 0.0265  # a trajectory's generation, per turn of context
 TRAIN_ROW_S = 0.113  # a kept trajectory's update (forward and backward), per turn of context

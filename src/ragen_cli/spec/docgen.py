@@ -35,7 +35,8 @@ others listed in `src/ragen_cli/compile/inert.py`. Defaults are never named, nor
 values (the dry run's table lists those, marked with the preset). They also warn about each value
 ragen uses other than the spec wrote (a `train.micro_batch` above a mini batch's rows per process
 is lowered to them). With `HF_HUB_OFFLINE` set, a hub model missing from the local cache is an
-error in `ragen validate` and a warning beside the dry run's plan (which does not load it). A whole number written in quotes (`rank: "16"`) is an error: YAML reads it as text.
+error in `ragen validate` and a warning beside the dry run's plan (which does not load it). A
+whole number written in quotes (`rank: "16"`) is an error: YAML reads it as text.
 Before anything starts, `ragen validate` and `ragen train` run the spec's own code once (a
 dataset's reward functions on a sample row, a custom or Gymnasium env one step; docs/envs.md);
 `--no-probe` skips that.
