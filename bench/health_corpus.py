@@ -367,7 +367,7 @@ def bound(labels: list[dict]) -> dict:
 
 def default_cadence() -> int:
     """How often a user's run computes the collapse metrics (`monitor.collapse.every`)."""
-    from ragen_cli.spec.models import CollapseSpec
+    from ragen_cli.spec.monitor_spec import CollapseSpec
 
     return CollapseSpec().every
 
