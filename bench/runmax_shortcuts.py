@@ -1,7 +1,7 @@
 """What each policy that does not keep the running maximum scores on the `runmax` env
 (envs/runmax.py), played through the env itself on fixed seeds. Markdown tables on stdout.
 
-    .venv/bin/python bench/runmax_shortcuts.py [--val-seed 123 --val-episodes 200 --random 10000]
+    .venv/bin/python bench/runmax_shortcuts.py [--turns 3 --val-seed 123 --val-episodes 200 --random 10000]
 
 Seed sets: the validation seeds val-seed .. val-seed + val-episodes - 1, the same seeds dealt as
 twins (`twins: true`), and `--random` seeds sampled from 10^6 .. 2^31 (Random(0)). Policies
@@ -14,6 +14,11 @@ twins (`twins: true`), and `--random` seeds sampled from 10^6 .. 2^31 (Random(0)
 - best fixed number: one number every turn;
 - memory without comparison: echo the card when it is >= a threshold, else repeat its own
   previous answer;
+- thresholds on both: echo the card when (card >= a) and (previous answer < b), or the same
+  with "or"; each number is compared with a constant, never with the other (with twins this is
+  the strongest rule that does not compare the two: `repeat when the previous answer >= b`
+  beats the card threshold, because twins share the card and differ in the previous answer).
+  Fitted by all-turns success;
 - optimum: the running maximum.
 The three fitted policies are chosen on a separate fit set (`--random` more seeds from the same
 sampler, disjoint) and then played on each scored set; a second table gives the in-sample best
@@ -28,6 +33,8 @@ import random
 import re
 import sys
 from typing import Callable
+
+import numpy as np
 
 Policy = Callable[[int, list[int], "int | None"], int]  # (turn, numbers in the observation, previous answer) -> reply
 
@@ -51,9 +58,14 @@ def play(env, seeds, policy: Policy) -> dict[str, float]:
         success += info["success"]
     n = len(seeds)
     out = {f"turn {t}": right[t - 1] / n for t in range(1, turns + 1)}
-    out["turns 2-3"] = sum(right[1:]) / (n * (turns - 1))
-    out["all 3"] = success / n
+    out[later(turns)] = sum(right[1:]) / (n * (turns - 1))
+    out[f"all {turns}"] = success / n
     return out
+
+
+def later(turns: int) -> str:
+    """The column of the later turns' accuracy: "turns 2-3", or "turn 2" alone for 2 turns."""
+    return "turn 2" if turns == 2 else f"turns 2-{turns}"
 
 
 def optimum(t, nums, prev):
@@ -119,8 +131,45 @@ def fit_threshold(all_cards) -> int:
     return max(grid, key=lambda th: (offline_turns23(all_cards, threshold_policy(th)), -th))
 
 
+def both_policy(a: int, b: int, join: str) -> Policy:
+    """Echo the card when (card >= a) `join` (previous answer < b), else repeat (turn 1: the larger)."""
+    def policy(t, nums, prev):
+        if t == 1:
+            return max(nums)
+        echo = (nums[0] >= a) and (prev < b) if join == "and" else (nums[0] >= a) or (prev < b)
+        return nums[0] if echo else prev
+    return policy
+
+
+def both_success(all_cards, a: np.ndarray, b: np.ndarray, join: str) -> np.ndarray:
+    """All-turns success of `both_policy(a, b, join)` for every (a, b) of the grids at once
+    (turn 1 right: the larger number), shape (len(a), len(b))."""
+    cards = np.asarray(all_cards)                         # (episodes, turns + 1)
+    A, B = a[:, None, None], b[None, :, None]
+    prev = np.broadcast_to(cards[:, :2].max(1), (len(a), len(b), len(cards)))
+    ok = np.ones(prev.shape, bool)
+    for t in range(2, cards.shape[1]):
+        card, target = cards[:, t], cards[:, : t + 1].max(1)
+        echo = (card >= A) & (prev < B) if join == "and" else (card >= A) | (prev < B)
+        prev = np.where(echo, card, prev)
+        ok &= prev == target
+    return ok.mean(-1)
+
+
+def fit_both(all_cards) -> tuple[int, int, str]:
+    """The (a, b, join) of `both_policy` with the best all-turns success (ties: the first found)."""
+    seen = np.unique(np.asarray(all_cards))
+    grid = np.arange(seen[0], seen[-1] + 2)
+    best = max(((float(s), int(grid[i]), int(grid[j]), join)
+                for join in ("and", "or")
+                for (i, j), s in np.ndenumerate(both_success(all_cards, grid, grid, join))),
+               key=lambda r: r[0])
+    return best[1], best[2], best[3]
+
+
 def policies(fit_cards) -> dict[str, Policy]:
     table, fixed, theta = fit_memoryless(fit_cards), fit_fixed(fit_cards), fit_threshold(fit_cards)
+    a, b, join = fit_both(fit_cards)
     return {
         "echo the card (turn 1: first number)": lambda t, nums, prev: nums[0],
         "echo the card (turn 1: second number)": lambda t, nums, prev: nums[-1],
@@ -128,6 +177,7 @@ def policies(fit_cards) -> dict[str, Policy]:
         "best memoryless (turn 1: larger)": lambda t, nums, prev: max(nums) if t == 1 else table.get(nums[0], nums[0]),
         f"best fixed number ({fixed})": lambda t, nums, prev: fixed,
         f"memory without comparison (echo if card >= {theta}, else repeat)": threshold_policy(theta),
+        f"thresholds on both (echo if card >= {a} {join} previous < {b}, else repeat)": both_policy(a, b, join),
         "optimum (running maximum)": optimum,
     }
 
@@ -135,30 +185,33 @@ def policies(fit_cards) -> dict[str, Policy]:
 def in_sample(all_cards) -> dict[str, str]:
     """Turns 2-3 accuracy of each fitted rule family when chosen on the scored deals themselves."""
     table, fixed, theta = fit_memoryless(all_cards), fit_fixed(all_cards), fit_threshold(all_cards)
+    a, b, join = fit_both(all_cards)
+    both = float(both_success(all_cards, np.array([a]), np.array([b]), join)[0, 0])
     memoryless = lambda t, nums, prev: max(nums) if t == 1 else table[nums[0]]  # noqa: E731
     return {"best memoryless": f"{offline_turns23(all_cards, memoryless):.3f}",
             "best fixed number": f"{offline_turns23(all_cards, lambda t, n, p: fixed):.3f} ({fixed})",
-            "memory without comparison": f"{offline_turns23(all_cards, threshold_policy(theta)):.3f} (>= {theta})"}
+            "memory without comparison": f"{offline_turns23(all_cards, threshold_policy(theta)):.3f} (>= {theta})",
+            "thresholds on both (success)": f"{both:.3f} (card >= {a} {join} previous < {b})"}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--turns", type=int, default=3, choices=(2, 3), help="the env's turns (specs/runmax.yaml: 3, specs/memory.yaml: 2)")
     ap.add_argument("--val-seed", type=int, default=123)
     ap.add_argument("--val-episodes", type=int, default=200)
     ap.add_argument("--random", type=int, default=10000, help="random seeds scored (and as many more to fit on)")
     args = ap.parse_args(argv)
     from ragen_cli.envs.registry import make_env
 
-    env, twins = make_env("runmax"), make_env("runmax", {"twins": True})
-    if env.config.turns != 3:
-        raise SystemExit("the table is written for 3 turns")
+    env, twins = make_env("runmax", {"turns": args.turns}), make_env("runmax", {"turns": args.turns, "twins": True})
     drawn = random.Random(0).sample(range(10**6, 2**31), 2 * args.random)
     val = list(range(args.val_seed, args.val_seed + args.val_episodes))
     sets = [(f"validation seeds {val[0]}..{val[-1]}", env, val),
             ("the same seeds as twins", twins, val),
             (f"{args.random} random seeds", env, drawn[: args.random])]
     fit = deals(env, drawn[args.random:])
-    cols = ["turn 1", "turn 2", "turn 3", "turns 2-3", "all 3"]
+    cols = [f"turn {t}" for t in range(1, args.turns + 1)] + [later(args.turns), f"all {args.turns}"]
+    cols = list(dict.fromkeys(cols))  # 2 turns: "turn 2" once
     print(("    .venv/bin/python bench/runmax_shortcuts.py " + " ".join(argv if argv is not None else sys.argv[1:])).rstrip())
     print(f"\nFitted rules chosen on {len(fit)} other random seeds (Random(0) sample from 10^6..2^31).")
     for title, e, seeds in sets:
@@ -166,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, policy in policies(fit).items():
             row = play(e, seeds, policy)
             print(f"| {name} | " + " | ".join(f"{row[c]:.3f}" for c in cols) + " |")
-    print("\n### In-sample upper bounds (rule chosen on the scored seeds; turns 2-3 accuracy)\n")
-    print("| seeds | best memoryless | best fixed number | memory without comparison |\n|---|---|---|---|")
+    print(f"\n### In-sample upper bounds (rule chosen on the scored seeds; {later(args.turns)} accuracy, and all-turns success for the last)\n")
+    print("| seeds | best memoryless | best fixed number | memory without comparison | thresholds on both (success) |\n|---|---|---|---|---|")
     for title, e, seeds in sets:
         print(f"| {title} | " + " | ".join(in_sample(deals(e, seeds)).values()) + " |")
     return 0

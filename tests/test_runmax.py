@@ -100,3 +100,53 @@ def test_twins_share_the_turn2_card_one_record_one_not():
             card = env.render().split()[2].rstrip(".")
             echo_right += env.step(card)[1]
     assert echo_right == 100  # echoing the card is right in exactly one twin of each pair
+
+
+def _bench(name: str):
+    import importlib
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    return importlib.import_module(name)
+
+
+def test_thresholds_on_both_scored_by_hand():
+    """bench/runmax_shortcuts.py: echo the card when (card >= a) and/or (previous < b), else repeat.
+    Two 2-turn deals with the same turn-1 maximum 50: card 55 (a record: right = 55) and card 45
+    (not: right = 50)."""
+    sc = _bench("runmax_shortcuts")
+    deals = [[30, 50, 55], [30, 50, 45]]
+    grid = np.array([50, 56])
+    both = sc.both_success(deals, grid, np.array([60]), "and")
+    assert both[:, 0].tolist() == [1.0, 0.5]  # a=50: echo 55, repeat on 45 (both right); a=56: repeat twice
+    assert sc.both_success(deals, np.array([100]), np.array([0]), "or")[0, 0] == 0.5  # never echo: repeat
+    assert sc.both_success(deals, np.array([0]), np.array([0]), "or")[0, 0] == 0.5  # always echo
+    # the vectorised grid agrees with the rule played turn by turn on 3-turn deals
+    deals3 = [deal(np.random.default_rng(s)) for s in range(300)]
+    for a, b, join in [(40, 60, "and"), (55, 45, "or"), (70, 30, "and")]:
+        ok = 0
+        for cards in deals3:
+            prev, right = max(cards[:2]), True
+            for t in (2, 3):
+                prev = sc.both_policy(a, b, join)(t, [cards[t]], prev)
+                right &= prev == max(cards[: t + 1])
+            ok += right
+        assert sc.both_success(deals3, np.array([a]), np.array([b]), join)[0, 0] == ok / 300
+
+
+def test_replies_classified_against_the_dealt_cards():
+    """bench/runmax_replies.py reads each seed's cards from the env and names the turn-2 reply."""
+    rp = _bench("runmax_replies")
+    env = make_env("runmax", {"turns": 2, "twins": True})
+    env.reset(seed=123)  # odd twin: the turn-2 card is a record
+    lo, hi, card = sorted(env._cards[:2]) + [env._cards[2]]
+    assert card > hi
+    turns = lambda r1, r2: [{"reply": r1, "reward": 1.0}, {"reply": r2}]  # noqa: E731
+    assert rp.classify(env, {"seed": 123, "turns": turns(str(hi), f"{card}")}) == [(2, True, "right")]
+    assert rp.classify(env, {"seed": 123, "turns": turns(str(hi), f"It is {hi}.")}) == [(2, True, "repeat")]
+    assert rp.classify(env, {"seed": 123, "turns": turns(str(hi), "none")}) == [(2, True, "other")]
+    env.reset(seed=124)  # even twin: the same card, not a record
+    hi2 = max(env._cards[:2])
+    assert env._cards[2] == card and hi2 > card
+    assert rp.classify(env, {"seed": 124, "turns": turns(str(hi2), str(card))}) == [(2, False, "echo")]
+    assert rp.classify(env, {"seed": 124, "turns": turns(str(hi2), str(hi2))}) == [(2, False, "right")]
