@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from runmax_shortcuts import numbers  # noqa: E402  (bench/ is not a package)
+from runmax_shortcuts import deals, numbers  # noqa: E402  (bench/ is not a package)
 
 
 def records(path: Path) -> list[dict]:
@@ -38,8 +38,7 @@ def first(reply: str) -> int | None:
 def classify(env, rec: dict) -> list[tuple[int, bool, str]]:
     """(turn, card is a record, kind) for each later turn of one episode: kind is right, echo,
     repeat or other (a right reply that is also an echo or a repeat counts as right)."""
-    env.reset(seed=int(rec["seed"]))
-    cards = list(env._cards)
+    cards = deals(env, [int(rec["seed"])])[0]
     replies = [first(t.get("reply") or "") for t in rec["turns"]]
     out = []
     for t in range(2, len(replies) + 1):

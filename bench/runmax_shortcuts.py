@@ -15,12 +15,12 @@ twins (`twins: true`), and `--random` seeds sampled from 10^6 .. 2^31 (Random(0)
 - memory without comparison: echo the card when it is >= a threshold, else repeat its own
   previous answer;
 - thresholds on both: echo the card when (card >= a) and (previous answer < b), or the same
-  with "or"; each number is compared with a constant, never with the other (with twins this is
-  the strongest rule that does not compare the two: `repeat when the previous answer >= b`
+  with "or"; each number is compared with a constant, never with the other (on twins the strongest
+  rule scored here that does not compare the two: `repeat when the previous answer >= b`
   beats the card threshold, because twins share the card and differ in the previous answer).
   Fitted by all-turns success;
 - optimum: the running maximum.
-The three fitted policies are chosen on a separate fit set (`--random` more seeds from the same
+The four fitted policies are chosen on a separate fit set (`--random` more seeds from the same
 sampler, disjoint) and then played on each scored set; a second table gives the in-sample best
 (chosen on the scored seeds themselves: an upper bound for that rule family).
 """
@@ -183,7 +183,8 @@ def policies(fit_cards) -> dict[str, Policy]:
 
 
 def in_sample(all_cards) -> dict[str, str]:
-    """Turns 2-3 accuracy of each fitted rule family when chosen on the scored deals themselves."""
+    """Later-turn accuracy of each fitted rule family when chosen on the scored deals themselves
+    (all-turns success for thresholds on both)."""
     table, fixed, theta = fit_memoryless(all_cards), fit_fixed(all_cards), fit_threshold(all_cards)
     a, b, join = fit_both(all_cards)
     both = float(both_success(all_cards, np.array([a]), np.array([b]), join)[0, 0])
