@@ -39,6 +39,8 @@ def play(env, expert, seed: int) -> tuple[list[str], float, bool]:
     ("sokoban", BOXES, experts.sokoban),
     ("webshop", {}, experts.webshop),
     ("webshop", {"split": "val"}, experts.webshop),
+    ("runmax", {"turns": 2}, experts.runmax),
+    ("runmax", {"turns": 3, "twins": True}, experts.runmax),
 ])
 def test_expert_solves_every_seed(name, config, expert):
     # measured by bench/experts.py: 1.0 on the specs' validation seeds and on 200 training seeds;
@@ -127,3 +129,16 @@ def test_expert_only_reads_the_env(name, config, expert, moves):
         assert expert(env, obs, turn) == action and len(action) >= 1
         assert snapshot(env) == before
         obs = env.step(action[0])[0]
+
+
+def test_runmax_expert_answers_the_largest_card_so_far():
+    env = make_env("runmax", {"turns": 3})
+    obs, _ = env.reset(seed=0)
+    assert obs.startswith("Which number is larger: 48 or 71?")
+    assert experts.runmax(env, obs, 1) == ["71"]
+    obs, *_ = env.step("0")                  # a wrong reply does not change what was shown
+    assert obs.startswith("Next card: 74.")
+    assert experts.runmax(env, obs, 2) == ["74"]   # a record
+    obs, *_ = env.step("74")
+    assert obs.startswith("Next card: 73.")
+    assert experts.runmax(env, obs, 3) == ["74"]   # not a record: remember 74

@@ -9,11 +9,13 @@ observation and the 1-based turn number. It returns the env's own action names f
 (`["Down", "Down"]`, `["search[red shoes]"]`, `["click[b0123]"]`). The grid experts return the
 whole plan made from the env's current state (the warm start writes the first
 `rollout.max_actions_per_turn` of them into the reply, rollout/demos.py) and re-plan every turn,
-so a slip on FrozenLake's ice is planned from; the WebShop expert returns one action a turn.
+so a slip on FrozenLake's ice is planned from; the WebShop expert returns one action a turn; the
+runmax expert answers the running maximum.
 
 Experts only read the env, and read its internal state where it has no public accessor
 (FrozenLake's `board` and `state`, Sokoban's `level`, `player` and `boxes`, WebShop's `goal`,
-`page`, `results`, `page_no`, `product` and `chosen`); they never change it. The WebShop expert
+`page`, `results`, `page_no`, `product` and `chosen`); they never change it. The runmax expert
+reads the env's public `running_max()`. The WebShop expert
 also reads the goal's target product, which the agent is not shown.
 
     spec: warm_start: {policy: ragen_cli.envs.experts:frozenlake}
@@ -149,3 +151,9 @@ def webshop(env, obs: str, turn: int) -> list[str]:
         if env.chosen.get(name) != value:
             return [f"click[{value}]"]
     return ["click[buy now]"]  # also after the purchase (page "done"): the driver does not call it then
+
+
+# --------------------------------------------------------------------------------- runmax
+def runmax(env, obs: str, turn: int) -> list[str]:
+    """The largest card shown so far (envs/runmax.py `running_max`): right on every turn."""
+    return [str(env.running_max())]
