@@ -14,9 +14,9 @@ runmax expert answers the running maximum.
 
 Experts only read the env, and read its internal state where it has no public accessor
 (FrozenLake's `board` and `state`, Sokoban's `level`, `player` and `boxes`, WebShop's `goal`,
-`page`, `results`, `page_no`, `product` and `chosen`); they never change it. The runmax expert
-reads the env's public `running_max()`. The WebShop expert
-also reads the goal's target product, which the agent is not shown.
+`page`, `results`, `page_no`, `product` and `chosen`; runmax has the public `running_max()`);
+they never change it. The WebShop expert also reads the goal's target product, which the agent
+is not shown.
 
     spec: warm_start: {policy: ragen_cli.envs.experts:frozenlake}
     measured: .venv/bin/python bench/experts.py
