@@ -9,7 +9,13 @@ Policies, each given the spec's turn budget (`rollout.max_turns`, one action a t
   (the routine issue 23 names; it picks no option, so option-dependent goals score partly);
 - copy example: every turn, the answer the format line shows with `answer_example: first`, the
   page's first listed action (search[<your query>], then click[back to search], ...);
-- random: a uniformly random listed action each turn (`--draws` episodes per goal).
+- random: a uniformly random listed action each turn (`--draws` episodes per goal);
+- first + named options: search[the instruction without its price clause] (the expert's query,
+  envs/experts.py `webshop_query`), click the first product, on its page click each listed option
+  value the instruction names (as a whole word), then buy: everything it reads is in the prompt;
+- best title + named options: the same, but on the results page it clicks the product whose
+  listed price is under the instruction's bound and whose title shares the most words with the
+  instruction (the first of equals).
 For each split: every goal once (seeds 0..n-1 map to the split's goals in order). Prints one JSON
 line per policy and split: mean WebShop score, success rate (score 1), and the share of episodes
 that bought anything.
@@ -23,6 +29,8 @@ import random
 import re
 
 from base_model import shipped_spec
+
+from ragen_cli.envs.experts import webshop_query
 
 
 def play(env, seed: int, policy, turns: int) -> tuple[float, bool, bool]:
@@ -45,6 +53,54 @@ def scripted(env, obs: str, turn: int) -> str:
         return "click[buy now]"
     products = [a for a in actions if re.fullmatch(r"click\[b0[0-9a-z]+\]", a)]
     return products[0] if products else actions[0]
+
+
+_NAVIGATION = {"back to search", "< prev", "next >", "description", "features", "reviews", "buy now"}
+_PRICE_BOUND = re.compile(r"lower than ([\d.]+) dollars")
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def first_product(obs: str, products: list[str], instruction: str) -> str:
+    return products[0]
+
+
+def best_title(obs: str, products: list[str], instruction: str) -> str:
+    """The listed product under the price bound with the most title words in the instruction.
+    A results page reads `... [SEP] B0ID [SEP] title [SEP] $price [SEP] ...`."""
+    parts, wanted = obs.split(" [SEP] "), _words(instruction)
+    bound = _PRICE_BOUND.search(instruction)
+    best, best_key = products[0], None
+    for i, part in enumerate(parts[:-2]):
+        if not re.fullmatch(r"B0[0-9A-Z]+", part.strip()):
+            continue
+        prices = [float(x) for x in re.findall(r"\d+(?:\.\d+)?", parts[i + 2])]
+        affordable = bound is None or (bool(prices) and min(prices) <= float(bound.group(1)))
+        key = (affordable, len(wanted & _words(parts[i + 1])))
+        if best_key is None or key > best_key:
+            best, best_key = f"click[{part.strip().lower()}]", key
+    return best
+
+
+def named_options(pick):
+    """A policy that reads only the prompt: search for the instruction, click the product `pick`
+    chooses, click each listed option the instruction names, buy."""
+    def policy(env, obs: str, turn: int) -> str:
+        actions, instruction = env.valid_actions(), env.goal["instruction_text"].lower()
+        if actions == ["search[<your query>]"]:
+            return f"search[{webshop_query(env.goal)}]"
+        if "click[buy now]" in actions:
+            for action in actions:
+                value = action[len("click["):-1]
+                if value not in _NAVIGATION and value not in env.chosen.values() \
+                        and re.search(rf"\b{re.escape(value)}\b", instruction):
+                    return action
+            return "click[buy now]"
+        products = [a for a in actions if re.fullmatch(r"click\[b0[0-9a-z]+\]", a)]
+        return pick(obs, products, instruction) if products else actions[0]
+    return policy
 
 
 def copy_first(env, obs: str, turn: int) -> str:
@@ -71,7 +127,9 @@ def main() -> None:
         env = make_env("webshop", {**dict(spec.env.train.config), "split": split})
         seeds = list(range(len(env.goal_range)))
         policies = {"scripted": [scripted], "copy example (first)": [copy_first],
-                    "random": [make_random(d) for d in range(args.draws)]}
+                    "random": [make_random(d) for d in range(args.draws)],
+                    "first + named options": [named_options(first_product)],
+                    "best title + named options": [named_options(best_title)]}
         for name, draws in policies.items():
             results = [play(env, seed, policy, turns) for policy in draws for seed in seeds]
             n = len(results)

@@ -76,6 +76,13 @@ def test_the_warm_start_trains_then_rl_goes_on(whole):
     start = next(e for e in events if e["kind"] == "warm_start")
     assert {"success", "pass@1", "pass@2", "episodes"} <= start.keys() and start["episodes"] == 2
     assert [r["step"] for r in rows(whole / "metrics.jsonl") if "reward/mean" in r] == [1, 2]
+    # every validation episode is kept (env.val.every 2: steps 0 and 2, 2 episodes each), and
+    # the saved episodes are the ones the val event's success was computed from
+    for val in (e for e in events if e["kind"] == "val"):
+        episodes = rows(whole / "val_trajectories" / f"step-{val['step']}.jsonl")
+        success = next(v for k, v in val.items() if k.startswith("val/") and k.endswith("/success"))
+        assert len(episodes) == 2 and sum(e["success"] for e in episodes) / 2 == success
+    assert sorted(p.name for p in (whole / "val_trajectories").iterdir()) == ["step-0.jsonl", "step-2.jsonl"]
     assert (whole / "checkpoints" / "step-2" / "state.json").is_file()
     assert json.loads((whole / "checkpoints" / "step-2" / "state.json").read_text())["warm_done"] is True
 

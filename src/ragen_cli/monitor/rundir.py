@@ -2,7 +2,8 @@
 
 Layout (docs/internals.md): `spec.yaml`, `plan.json`, `metrics.jsonl` (one object per step:
 `step`, `time` and names from `METRICS`), `events.jsonl` (`step`, `time`, `kind`, ...),
-`trajectories/step-<k>.jsonl` (one trajectory per line), `checkpoints/step-<k>/`.
+`trajectories/step-<k>.jsonl` (one trajectory per line), `val_trajectories/step-<k>.jsonl` (every
+validation episode at step k), `checkpoints/step-<k>/`.
 
 After a resume the trainer repeats the steps after its checkpoint, so metrics.jsonl can hold a
 step twice; `read_metrics()` keeps the last line of each step.
@@ -92,6 +93,13 @@ class RunDir:
     def trajectories_path(self, step: int) -> Path:
         return self.trajectories_dir / f"step-{step}.jsonl"
 
+    @property
+    def val_trajectories_dir(self) -> Path:
+        return self.path / "val_trajectories"
+
+    def val_trajectories_path(self, step: int) -> Path:
+        return self.val_trajectories_dir / f"step-{step}.jsonl"
+
     # ----------------------------------------------------------------- writers
     def create(self, spec_yaml_text: str, plan_json: dict | str, resume: bool = False) -> None:
         """Create the directory and write spec.yaml and plan.json.
@@ -140,11 +148,13 @@ class RunDir:
         stamp = time.time() if at is None else at
         append_jsonl(self.events_path, {"step": int(step), "time": stamp, "kind": kind, **data})
 
-    def write_trajectories(self, step: int, trajectories: list[dict]) -> None:
-        """Write trajectories/step-<k>.jsonl at once (temp file + rename: readers never see half)."""
-        self.trajectories_dir.mkdir(parents=True, exist_ok=True)
+    def write_trajectories(self, step: int, trajectories: list[dict], validation: bool = False) -> None:
+        """Write trajectories/step-<k>.jsonl (`validation`: val_trajectories/step-<k>.jsonl) at once
+        (temp file + rename: readers never see half)."""
+        path = self.val_trajectories_path(step) if validation else self.trajectories_path(step)
+        path.parent.mkdir(parents=True, exist_ok=True)
         text = "".join(json.dumps(t, separators=(",", ":")) + "\n" for t in trajectories)
-        _write_atomic(self.trajectories_path(step), text)
+        _write_atomic(path, text)
 
     # ----------------------------------------------------------------- readers
     def read_metrics(self) -> list[dict]:

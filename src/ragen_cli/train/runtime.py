@@ -214,12 +214,14 @@ def teardown(run: Run) -> None:
 
 
 def log_validation(run: Run, step: int) -> dict[str, float]:
-    """Validate on rank 0; at step 0 the metrics go to metrics.jsonl on their own line."""
+    """Validate on rank 0; its episodes go to val_trajectories/step-<k>.jsonl; at step 0 the
+    metrics go to metrics.jsonl on their own line."""
     from ragen_cli.train.validate import run_validation
 
     if run.rank != 0:
         return {}
-    metrics, _ = run_validation(run.backend, run.tokenizer, run.spec)
+    metrics, trajs = run_validation(run.backend, run.tokenizer, run.spec)
+    run.rundir.write_trajectories(step, [t.to_record(with_tokens=False) for t in trajs], validation=True)
     run.event("val", step, **metrics)
     if step == 0:
         run.rundir.write_metrics(0, metrics)
