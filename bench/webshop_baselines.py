@@ -31,6 +31,7 @@ import re
 from base_model import shipped_spec
 
 from ragen_cli.envs.experts import webshop_query
+from ragen_cli.envs.webshop.pages import SUB_PAGES
 
 
 def play(env, seed: int, policy, turns: int) -> tuple[float, bool, bool]:
@@ -55,7 +56,7 @@ def scripted(env, obs: str, turn: int) -> str:
     return products[0] if products else actions[0]
 
 
-_NAVIGATION = {"back to search", "< prev", "next >", "description", "features", "reviews", "buy now"}
+_NAVIGATION = {"back to search", "< prev", "next >", "buy now", *SUB_PAGES}  # an item page's buttons that are no option
 _PRICE_BOUND = re.compile(r"lower than ([\d.]+) dollars")
 
 
